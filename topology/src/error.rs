@@ -1,0 +1,58 @@
+//! Errors of the topology crate: bad cluster descriptions and broken capacity accounting.
+
+/// Result with this crate's error.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while building or mutating a cluster model.
+/// "Does not fit" is not an error: placement returns a [`crate::PlacementFailure`] value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The YAML did not parse or did not match the schema; the message carries line and column.
+    #[error("{source_name}: {message}")]
+    Syntax {
+        /// File (or other source) the text came from.
+        source_name: String,
+        /// The parser's message, with line, column and a snippet.
+        message: String,
+    },
+    /// The YAML parsed but describes an impossible cluster.
+    #[error("{source_name}: {location}field `{field}`: {message}")]
+    Invalid {
+        /// File (or other source) the text came from.
+        source_name: String,
+        /// `line N: ` when known, else empty.
+        location: String,
+        /// Path of the offending field, e.g. `nodes[3].at.rack`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An allocation asked for more than a host has free: an accounting bug in the caller.
+    #[error("host `{host}` has {free} free, cannot allocate {asked}")]
+    Overcommit {
+        /// Host name.
+        host: String,
+        /// What it has free.
+        free: crate::Resources,
+        /// What was asked.
+        asked: crate::Resources,
+    },
+    /// A release would leave a host with more free than its capacity: a double release.
+    #[error("host `{host}` would exceed its capacity {capacity} after releasing {released}")]
+    OverRelease {
+        /// Host name.
+        host: String,
+        /// Its capacity.
+        capacity: crate::Resources,
+        /// What was released.
+        released: crate::Resources,
+    },
+    /// A topology request names a level the cluster does not have.
+    #[error("unknown topology level `{level}`; this cluster has levels {known}")]
+    UnknownLevel {
+        /// The level asked for.
+        level: String,
+        /// The cluster's levels, comma separated.
+        known: String,
+    },
+}

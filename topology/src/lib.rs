@@ -1,0 +1,26 @@
+//! trainyard-topology: cluster model, capacity accounting and gang placement.
+//!
+//! ```text
+//!  cluster YAML ──> ClusterSpec ──resolve──> ResolvedSpec ──build──> Topology (petgraph tree)
+//!                                                                        │
+//!                      PlacementRequest ──> Cluster::place ──> Placement | PlacementFailure
+//!                                               │ free capacity per domain, O(depth) updates,
+//!                                               │ transactions (begin / commit / rollback)
+//! ```
+//! No I/O and no clock: callers hand in text and get values back.
+
+mod cluster;
+mod error;
+mod model;
+mod placement;
+mod request;
+mod resources;
+mod spec;
+
+pub use cluster::{Cluster, Txn};
+pub use error::{Error, Result};
+pub use model::{Domain, DomainId, HostId, LevelConstraint, Topology};
+pub use placement::{Placement, PlacementFailure, PlacementRequest};
+pub use request::{GangShape, ParseTopologyRequestError, TopologyRequest};
+pub use resources::Resources;
+pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec};
