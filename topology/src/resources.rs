@@ -66,6 +66,15 @@ impl Resources {
         })
     }
 
+    /// Component-wise minimum.
+    pub fn component_min(&self, other: &Resources) -> Resources {
+        Resources {
+            gpus: self.gpus.min(other.gpus),
+            cpu_milli: self.cpu_milli.min(other.cpu_milli),
+            memory_mib: self.memory_mib.min(other.memory_mib),
+        }
+    }
+
     /// How many copies of `pod` fit into `self`. A pod that asks for
     /// nothing fits `u64::MAX` times; callers reject such pods up front.
     pub fn fit_count(&self, pod: &Resources) -> u64 {

@@ -1,0 +1,193 @@
+//! EASY backfill: a reservation for the first blocked gang, and the checks that keep it.
+//!
+//! The reservation is found by replaying the expected ends of running gangs (start plus
+//! runtime estimate) on a transaction over the live cluster: release them in order of
+//! expected end until the blocked gang's quota and placement both fit, note the time and the
+//! hosts, then roll everything back. A later gang may start now only if it is expected to
+//! end by then, or if what it takes on the reserved hosts (and from the holder's queue
+//! quota) leaves the reservation intact. Queues whose first gang is blocked on quota get a
+//! quota-only hold of the same kind, so small gangs of one team cannot starve its big one.
+
+use std::collections::BTreeMap;
+
+use trainyard_topology::{HostId, Placement, PlacementRequest, Resources};
+
+use crate::engine::GangState;
+use crate::quota::QueueIdx;
+use crate::{Engine, GangId, PendingReason, Result};
+
+/// The reservation of the first blocked gang in a cycle.
+#[derive(Clone, Debug)]
+pub(crate) struct ReservationPlan {
+    pub(crate) holder: GangId,
+    pub(crate) at: u64,
+    pub(crate) hosts: Vec<(HostId, u32)>,
+    /// For each reserved host, what gangs still running at `at` may use there, sorted by host.
+    slack: Vec<(HostId, Resources)>,
+}
+
+impl ReservationPlan {
+    fn allows(&self, placement: &Placement, pod: Resources) -> bool {
+        self.uses(placement, pod).all(|(i, need)| self.slack[i].1.covers(&need))
+    }
+
+    fn consume(&mut self, placement: &Placement, pod: Resources) {
+        let uses: Vec<(usize, Resources)> = self.uses(placement, pod).collect();
+        for (i, need) in uses {
+            self.slack[i].1 = self.slack[i].1.checked_sub(&need).unwrap_or(Resources::ZERO);
+        }
+    }
+
+    /// `(index into slack, amount)` for every reserved host the placement touches.
+    fn uses<'a>(&'a self, placement: &Placement, pod: Resources) -> impl Iterator<Item = (usize, Resources)> + 'a {
+        placement.per_host().into_iter().filter_map(move |(h, n)| {
+            let i = self.slack.binary_search_by_key(&h, |&(host, _)| host).ok()?;
+            Some((i, pod.checked_mul(u64::from(n)).unwrap_or(Resources { gpus: u64::MAX, ..Resources::ZERO })))
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct QuotaHold {
+    holder: GangId,
+    at: u64,
+    slack_gpus: u64,
+}
+
+/// Quota holds of this cycle, per queue.
+#[derive(Debug, Default)]
+pub(crate) struct Holds {
+    by_queue: BTreeMap<QueueIdx, QuotaHold>,
+}
+
+impl Holds {
+    /// Whether a gang of `queue` starting now passes a blocked gang of the same queue.
+    pub(crate) fn holds(&self, queue: QueueIdx) -> bool {
+        self.by_queue.contains_key(&queue)
+    }
+
+    /// Gives the first quota-blocked gang of a queue a hold on the queue's future quota.
+    pub(crate) fn hold_queue(&mut self, engine: &Engine, queue: QueueIdx, holder: GangId, now: u64) {
+        if self.by_queue.contains_key(&queue) {
+            return;
+        }
+        let Some(nominal) = engine.quotas.get(queue).nominal_gpus else { return };
+        let want = engine.gangs[&holder].gpus;
+        let mut used = engine.quotas.get(queue).used_gpus;
+        for &(end, id) in &engine.running_by_end {
+            let gang = &engine.gangs[&id];
+            if gang.queue != queue {
+                continue;
+            }
+            used -= gang.gpus;
+            if used + want <= nominal {
+                self.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus: nominal - used - want });
+                return;
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Finds when and where `holder` could start if running gangs end as estimated.
+    pub(crate) fn plan_reservation(&mut self, holder: GangId, now: u64, holds: &mut Holds) -> Result<Option<ReservationPlan>> {
+        let head = &self.gangs[&holder];
+        let (queue, want, request) = (head.queue, head.gpus, head.placement_request);
+        let total = head.request.shape.total();
+        let nominal = self.quotas.get(queue).nominal_gpus;
+        let mut used = self.quotas.get(queue).used_gpus;
+        let ends: Vec<(u64, GangId)> = self.running_by_end.iter().copied().collect();
+        let txn = self.cluster.begin();
+        let mut found = None;
+        for (i, &(end, id)) in ends.iter().enumerate() {
+            let gang = &self.gangs[&id];
+            if let GangState::Running { placement, .. } = &gang.state
+                && let Err(e) = self.cluster.release_placement(placement, gang.placement_request.pod)
+            {
+                self.cluster.rollback(txn);
+                return Err(e.into());
+            }
+            if gang.queue == queue {
+                used -= gang.gpus;
+            }
+            // Gangs expected to end at the same second are released together.
+            if ends.get(i + 1).is_some_and(|next| next.0 == end) {
+                continue;
+            }
+            if !self.quotas.admits(queue, used, want) || !self.cluster.total_free().covers(&total) {
+                continue;
+            }
+            if let Ok(placement) = self.cluster.place(&request) {
+                let hosts = placement.per_host();
+                let slack = hosts
+                    .iter()
+                    .map(|&(h, n)| {
+                        let reserved = request.pod.checked_mul(u64::from(n)).unwrap_or(Resources::ZERO);
+                        (h, self.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO))
+                    })
+                    .collect();
+                found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack });
+                if let Some(nominal) = nominal {
+                    let slack_gpus = nominal.saturating_sub(used + want);
+                    holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
+                }
+                break;
+            }
+        }
+        self.cluster.rollback(txn);
+        Ok(found)
+    }
+
+    /// Checks that a gang about to start (expected to end at `end`) delays no reservation or
+    /// quota hold; may move it off reserved hosts. On success the holds are charged.
+    pub(crate) fn respect_reservations(
+        &mut self,
+        placement: Placement,
+        request: &PlacementRequest,
+        queue: QueueIdx,
+        gpus: u64,
+        end: u64,
+        reservation: Option<&mut ReservationPlan>,
+        holds: &mut Holds,
+    ) -> std::result::Result<Placement, PendingReason> {
+        if let Some(hold) = holds.by_queue.get(&queue)
+            && end > hold.at
+            && hold.slack_gpus < gpus
+        {
+            return Err(PendingReason::Reservation { holder: hold.holder, at: hold.at });
+        }
+        let mut placement = placement;
+        if let Some(res) = reservation {
+            if end > res.at {
+                if !res.allows(&placement, request.pod) {
+                    placement = self
+                        .place_around(request, res)
+                        .ok_or(PendingReason::Reservation { holder: res.holder, at: res.at })?;
+                }
+                res.consume(&placement, request.pod);
+            }
+        }
+        if let Some(hold) = holds.by_queue.get_mut(&queue)
+            && end > hold.at
+        {
+            hold.slack_gpus -= gpus;
+        }
+        Ok(placement)
+    }
+
+    /// Places a gang with every reserved host shrunk to its slack.
+    fn place_around(&mut self, request: &PlacementRequest, res: &ReservationPlan) -> Option<Placement> {
+        let txn = self.cluster.begin();
+        for &(host, slack) in &res.slack {
+            let free = self.cluster.host_free(host);
+            let hidden = free.checked_sub(&free.component_min(&slack)).unwrap_or(Resources::ZERO);
+            if !hidden.is_zero() && self.cluster.allocate(host, hidden).is_err() {
+                self.cluster.rollback(txn);
+                return None;
+            }
+        }
+        let placement = self.cluster.place(request).ok();
+        self.cluster.rollback(txn);
+        placement
+    }
+}

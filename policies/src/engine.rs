@@ -1,0 +1,392 @@
+//! The engine: one scheduling loop over the cluster snapshot, admitting whole gangs.
+//!
+//! Each cycle walks the pending gangs in order (priority, then submit time, then arrival)
+//! and for each one checks its queue's quota and asks the topology for a placement. A gang
+//! that fits is committed at once, so many gangs start in one cycle. The first gang that
+//! cannot start either blocks the ones behind it (strict FIFO) or receives a reservation
+//! that later gangs must not delay (EASY backfill, see `backfill.rs`).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+use trainyard_topology::{Cluster, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
+
+use crate::backfill::{Holds, ReservationPlan};
+use crate::quota::{QueueIdx, Quotas};
+use crate::{
+    BackfillMode, Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable,
+};
+
+/// What `submit` made of a gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Queued; the next cycle will consider it.
+    Queued,
+    /// Can never run here; the engine does not keep it.
+    Unschedulable(Unschedulable),
+}
+
+/// One gang started by a cycle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Admission {
+    /// The gang.
+    pub id: GangId,
+    /// Where each of its pods goes.
+    pub placement: Placement,
+    /// Started ahead of a blocked gang that holds a reservation.
+    pub backfilled: bool,
+}
+
+/// The reservation held at the end of a cycle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Reservation {
+    /// The gang it is for.
+    pub holder: GangId,
+    /// When the gang is due to start, seconds.
+    pub at: u64,
+    /// Hosts and pod counts set aside for it at that time.
+    #[serde(skip)]
+    pub hosts: Vec<(HostId, u32)>,
+}
+
+/// The result of one scheduling cycle.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cycle {
+    /// Gangs started, in the order they were admitted.
+    pub admitted: Vec<Admission>,
+    /// The reservation for the first gang that could not start, under EASY backfill.
+    pub reservation: Option<Reservation>,
+}
+
+/// A gang the engine tracks.
+#[derive(Clone, Debug)]
+pub(crate) struct GangRecord {
+    pub(crate) request: GangRequest,
+    pub(crate) queue: QueueIdx,
+    pub(crate) placement_request: PlacementRequest,
+    pub(crate) gpus: u64,
+    pub(crate) estimate: u64,
+    pub(crate) state: GangState,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum GangState {
+    Pending { status: PendingStatus, cycle: u64 },
+    Running { placement: Placement, start: u64, expected_end: u64 },
+}
+
+/// Pending order: higher priority first, then earlier submission, then arrival order.
+type OrderKey = (Reverse<i32>, u64, u64);
+
+/// What gangs not looked at in the last cycle are waiting for.
+#[derive(Clone, Debug)]
+enum Blanket {
+    QueuedBehind(GangId),
+    ClusterFull(Resources),
+}
+
+/// The scheduling engine. Sans-IO: time is passed in, nothing is read or written.
+#[derive(Debug)]
+pub struct Engine {
+    pub(crate) cluster: Cluster,
+    config: PolicyConfig,
+    pub(crate) quotas: Quotas,
+    pub(crate) gangs: BTreeMap<GangId, GangRecord>,
+    pending: BTreeMap<OrderKey, GangId>,
+    pending_without_gpus: usize,
+    pub(crate) running_by_end: BTreeSet<(u64, GangId)>,
+    never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
+    arrivals: u64,
+    cycle: u64,
+    last_now: u64,
+    blanket: Option<Blanket>,
+}
+
+impl Engine {
+    /// An engine over an (empty or partly used) cluster with a policy.
+    pub fn new(cluster: Cluster, config: PolicyConfig) -> Engine {
+        let quotas = Quotas::new(&config);
+        Engine {
+            cluster,
+            config,
+            quotas,
+            gangs: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            pending_without_gpus: 0,
+            running_by_end: BTreeSet::new(),
+            never_fits: HashMap::new(),
+            arrivals: 0,
+            cycle: 0,
+            last_now: 0,
+            blanket: None,
+        }
+    }
+
+    /// The cluster with its current free capacity.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+
+    /// The policy in force.
+    pub fn config(&self) -> &PolicyConfig {
+        &self.config
+    }
+
+    /// Queues and their usage.
+    pub fn quotas(&self) -> &Quotas {
+        &self.quotas
+    }
+
+    /// Number of gangs waiting.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Number of gangs running.
+    pub fn running_len(&self) -> usize {
+        self.running_by_end.len()
+    }
+
+    /// Pending gangs in scheduling order.
+    pub fn pending(&self) -> impl Iterator<Item = GangId> + '_ {
+        self.pending.values().copied()
+    }
+
+    /// Running gangs with their placement and start time, by id.
+    pub fn running(&self) -> impl Iterator<Item = (GangId, &Placement, u64)> + '_ {
+        self.gangs.iter().filter_map(|(id, g)| match &g.state {
+            GangState::Running { placement, start, .. } => Some((*id, placement, *start)),
+            GangState::Pending { .. } => None,
+        })
+    }
+
+    /// Queue a gang, or say why it can never run.
+    pub fn submit(&mut self, request: GangRequest) -> Result<Submitted> {
+        if self.gangs.contains_key(&request.id) {
+            return Err(Error::DuplicateGang(request.id));
+        }
+        let shape = &request.shape;
+        if shape.pods == 0 || shape.pod.is_zero() {
+            return Ok(Submitted::Unschedulable(Unschedulable::EmptyGang));
+        }
+        let constraint = match self.cluster.topology().resolve(&shape.topology) {
+            Ok(c) => c,
+            Err(trainyard_topology::Error::UnknownLevel { level, known }) => {
+                return Ok(Submitted::Unschedulable(Unschedulable::UnknownLevel { level, known }));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let Some(queue) = self.quotas.resolve(&request.queue) else {
+            return Ok(Submitted::Unschedulable(Unschedulable::UnknownQueue { queue: request.queue.clone() }));
+        };
+        let gpus = shape.total().gpus;
+        if let Some(nominal) = self.quotas.get(queue).nominal_gpus
+            && gpus > nominal
+        {
+            return Ok(Submitted::Unschedulable(Unschedulable::ExceedsQuota {
+                queue: request.queue.clone(),
+                requested_gpus: gpus,
+                nominal_gpus: nominal,
+            }));
+        }
+        let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint };
+        let cluster = &mut self.cluster;
+        let never = self
+            .never_fits
+            .entry(placement_request)
+            .or_insert_with(|| cluster.place_on_empty(&placement_request).err())
+            .clone();
+        if let Some(failure) = never {
+            return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
+        }
+        let estimate = request.runtime_estimate.unwrap_or(self.config.default_runtime_estimate_s).max(1);
+        let key = (Reverse(request.priority), request.submit, self.arrivals);
+        self.arrivals += 1;
+        self.pending.insert(key, request.id);
+        if gpus == 0 {
+            self.pending_without_gpus += 1;
+        }
+        let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
+        self.gangs.insert(
+            request.id,
+            GangRecord {
+                request,
+                queue,
+                placement_request,
+                gpus,
+                estimate,
+                state: GangState::Pending { status, cycle: self.cycle },
+            },
+        );
+        Ok(Submitted::Queued)
+    }
+
+    /// Why a pending gang is waiting; `None` if it is not pending.
+    pub fn pending_status(&self, id: GangId) -> Option<PendingStatus> {
+        let GangState::Pending { status, cycle } = &self.gangs.get(&id)?.state else {
+            return None;
+        };
+        if *cycle >= self.cycle {
+            return Some(status.clone());
+        }
+        let gang = &self.gangs[&id];
+        let reason = match &self.blanket {
+            Some(Blanket::QueuedBehind(head)) => PendingReason::QueuedBehind { head: *head },
+            Some(Blanket::ClusterFull(free)) => PendingReason::Capacity { requested: gang.request.shape.total(), free: *free },
+            None => status.reason.clone(),
+        };
+        Some(PendingStatus { reason, reserved_at: None })
+    }
+
+    /// A gang ended (finished, failed or was cancelled while running): free its resources.
+    pub fn finish(&mut self, id: GangId, now: u64) -> Result<()> {
+        self.advance(now)?;
+        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
+        let GangState::Running { placement, expected_end, .. } = &gang.state else {
+            return Err(Error::NotRunning(id));
+        };
+        self.cluster.release_placement(placement, gang.placement_request.pod)?;
+        self.quotas.refund(gang.queue, gang.gpus);
+        self.running_by_end.remove(&(*expected_end, id));
+        self.gangs.remove(&id);
+        Ok(())
+    }
+
+    /// Withdraw a pending gang.
+    pub fn cancel_pending(&mut self, id: GangId) -> Result<()> {
+        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
+        if !matches!(gang.state, GangState::Pending { .. }) {
+            return Err(Error::UnknownGang(id));
+        }
+        let gpus = gang.gpus;
+        self.pending.retain(|_, g| *g != id);
+        if gpus == 0 {
+            self.pending_without_gpus -= 1;
+        }
+        self.gangs.remove(&id);
+        Ok(())
+    }
+
+    fn advance(&mut self, now: u64) -> Result<()> {
+        if now < self.last_now {
+            return Err(Error::TimeWentBackwards { now, last: self.last_now });
+        }
+        self.last_now = now;
+        Ok(())
+    }
+
+    /// Runs one scheduling cycle at time `now`.
+    pub fn schedule(&mut self, now: u64) -> Result<Cycle> {
+        self.advance(now)?;
+        self.cycle += 1;
+        self.blanket = None;
+        let mode = self.config.backfill;
+        let mut cycle = Cycle::default();
+        let mut started: Vec<OrderKey> = Vec::new();
+        let mut failed_shapes: HashMap<PlacementRequest, PlacementFailure> = HashMap::new();
+        let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
+        let mut reservation: Option<ReservationPlan> = None;
+        let mut holds = Holds::default();
+        let keys: Vec<(OrderKey, GangId)> = self.pending.iter().map(|(k, v)| (*k, *v)).collect();
+        for (key, id) in keys {
+            let free = self.cluster.total_free();
+            if mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 {
+                self.blanket = Some(Blanket::ClusterFull(free));
+                break;
+            }
+            let gang = &self.gangs[&id];
+            let (queue, gpus) = (gang.queue, gang.gpus);
+            if let Some(&head) = blocked_queues.get(&queue) {
+                self.set_status(id, PendingReason::QueuedBehind { head }, None);
+                continue;
+            }
+            let used = self.quotas.get(queue).used_gpus;
+            if !self.quotas.admits(queue, used, gpus) {
+                let q = self.quotas.get(queue);
+                let reason = PendingReason::Quota {
+                    queue: q.name.clone(),
+                    requested_gpus: gpus,
+                    used_gpus: used,
+                    nominal_gpus: q.nominal_gpus.unwrap_or(u64::MAX),
+                };
+                let mut reserved_at = None;
+                match mode {
+                    BackfillMode::None => {
+                        blocked_queues.insert(queue, id);
+                    }
+                    BackfillMode::Easy if reservation.is_none() => {
+                        reservation = self.plan_reservation(id, now, &mut holds)?;
+                        reserved_at = reservation.as_ref().map(|r| r.at);
+                    }
+                    BackfillMode::Easy => holds.hold_queue(self, queue, id, now),
+                }
+                self.set_status(id, reason, reserved_at);
+                continue;
+            }
+            let request = gang.placement_request;
+            let placed = match failed_shapes.get(&request) {
+                Some(failure) => Err(failure.clone()),
+                None => self.cluster.place(&request),
+            };
+            let placement = match placed {
+                Ok(p) => p,
+                Err(failure) => {
+                    failed_shapes.insert(request, failure.clone());
+                    let mut reserved_at = None;
+                    match mode {
+                        BackfillMode::None => {
+                            self.set_status(id, failure.into(), None);
+                            self.blanket = Some(Blanket::QueuedBehind(id));
+                            break;
+                        }
+                        BackfillMode::Easy if reservation.is_none() => {
+                            reservation = self.plan_reservation(id, now, &mut holds)?;
+                            reserved_at = reservation.as_ref().map(|r| r.at);
+                        }
+                        BackfillMode::Easy => {}
+                    }
+                    self.set_status(id, failure.into(), reserved_at);
+                    continue;
+                }
+            };
+            let end = now.saturating_add(self.gangs[&id].estimate);
+            let placement = match self.respect_reservations(placement, &request, queue, gpus, end, reservation.as_mut(), &mut holds) {
+                Ok(p) => p,
+                Err(reason) => {
+                    self.set_status(id, reason, None);
+                    continue;
+                }
+            };
+            let backfilled = reservation.is_some() || holds.holds(queue);
+            self.start(id, &placement, now)?;
+            started.push(key);
+            cycle.admitted.push(Admission { id, placement, backfilled });
+        }
+        for key in started {
+            self.pending.remove(&key);
+        }
+        cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
+        Ok(cycle)
+    }
+
+    fn set_status(&mut self, id: GangId, reason: PendingReason, reserved_at: Option<u64>) {
+        let cycle = self.cycle;
+        if let Some(g) = self.gangs.get_mut(&id) {
+            g.state = GangState::Pending { status: PendingStatus { reason, reserved_at }, cycle };
+        }
+    }
+
+    fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
+        let gang = self.gangs.get_mut(&id).ok_or(Error::UnknownGang(id))?;
+        self.cluster.allocate_placement(placement, gang.placement_request.pod)?;
+        self.quotas.charge(gang.queue, gang.gpus);
+        if gang.gpus == 0 {
+            self.pending_without_gpus -= 1;
+        }
+        let expected_end = now.saturating_add(gang.estimate);
+        gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
+        self.running_by_end.insert((expected_end, id));
+        Ok(())
+    }
+}

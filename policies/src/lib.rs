@@ -1,0 +1,30 @@
+//! trainyard-policies: queues, quotas, ordering and backfill: the engine's decide step.
+//!
+//! ```text
+//!  GangRequest ──submit──> pending (priority, submit time, arrival)
+//!                               │ schedule(now): for each gang in order
+//!                               ▼
+//!              quota (queue nominal) ──> placement (trainyard-topology)
+//!                 │ blocked                 │ fits        │ blocked
+//!                 ▼                         ▼             ▼
+//!        FIFO: block queue          respect reservation   FIFO: block all
+//!        EASY: reserve / hold       then start (commit)   EASY: reserve first
+//! ```
+//! No I/O, no clock: the caller passes time in and acts on the returned [`Cycle`].
+
+mod backfill;
+mod config;
+mod engine;
+mod error;
+mod gang;
+mod quota;
+mod reason;
+
+pub use config::{
+    BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues, parse_duration,
+};
+pub use engine::{Admission, Cycle, Engine, Reservation, Submitted};
+pub use error::{Error, Result};
+pub use gang::{GangId, GangRequest};
+pub use quota::{QueueIdx, QueueState, Quotas};
+pub use reason::{PendingReason, PendingStatus, Unschedulable};

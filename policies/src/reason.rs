@@ -1,0 +1,148 @@
+//! Why a gang waits, or why it can never run: values, not errors.
+
+use std::fmt;
+
+use serde::Serialize;
+use trainyard_topology::{PlacementFailure, Resources};
+
+use crate::GangId;
+
+/// The reason a pending gang did not start in the last cycle.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum PendingReason {
+    /// Submitted after the last cycle; not looked at yet.
+    NotYetScheduled,
+    /// Its queue's quota is used up by running gangs.
+    Quota {
+        /// Queue name.
+        queue: String,
+        /// GPUs the gang needs.
+        requested_gpus: u64,
+        /// GPUs the queue's running gangs hold.
+        used_gpus: u64,
+        /// The queue's quota.
+        nominal_gpus: u64,
+    },
+    /// The cluster does not have room for the gang now.
+    Capacity {
+        /// What the gang needs in total.
+        requested: Resources,
+        /// What the cluster has free in total (possibly in pieces too small).
+        free: Resources,
+    },
+    /// The cluster has room, but not inside one domain of the required level.
+    Topology {
+        /// Required level.
+        level: String,
+        /// Pods of the gang.
+        pods: u32,
+        /// Most pods one domain of that level could take now.
+        best_domain_fit: u64,
+    },
+    /// It would fit now, but starting it would delay the gang holding a reservation.
+    Reservation {
+        /// The gang holding the reservation.
+        holder: GangId,
+        /// When that gang is due to start.
+        at: u64,
+    },
+    /// Strict FIFO: it waits behind a blocked gang ahead of it.
+    QueuedBehind {
+        /// The blocked gang at the head.
+        head: GangId,
+    },
+}
+
+/// A pending gang's reason plus its reservation, if it holds one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PendingStatus {
+    /// Why it did not start.
+    #[serde(flatten)]
+    pub reason: PendingReason,
+    /// When it is reserved to start, if it holds the reservation.
+    pub reserved_at: Option<u64>,
+}
+
+impl From<PlacementFailure> for PendingReason {
+    fn from(f: PlacementFailure) -> Self {
+        match f {
+            PlacementFailure::Capacity { requested, free } => PendingReason::Capacity { requested, free },
+            PlacementFailure::Topology { level, pods, best_domain_fit } => {
+                PendingReason::Topology { level, pods, best_domain_fit }
+            }
+        }
+    }
+}
+
+impl fmt::Display for PendingReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PendingReason::NotYetScheduled => f.write_str("not yet considered by a scheduling cycle"),
+            PendingReason::Quota { queue, requested_gpus, used_gpus, nominal_gpus } => write!(
+                f,
+                "quota: queue `{queue}` uses {used_gpus} of {nominal_gpus} GPUs, the gang needs {requested_gpus} more"
+            ),
+            PendingReason::Capacity { requested, free } => {
+                write!(f, "capacity: needs {requested} in total, the cluster has {free} free")
+            }
+            PendingReason::Topology { level, pods, best_domain_fit } => {
+                write!(f, "topology: needs {pods} pods in one {level}, the best {level} fits {best_domain_fit} now")
+            }
+            PendingReason::Reservation { holder, at } => {
+                write!(f, "reservation: starting now would delay gang {holder}, reserved to start at t={at}s")
+            }
+            PendingReason::QueuedBehind { head } => write!(f, "queued behind gang {head} (strict FIFO)"),
+        }
+    }
+}
+
+/// Why a gang can never run under this cluster and policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "reason")]
+pub enum Unschedulable {
+    /// Zero pods, or pods that ask for nothing.
+    EmptyGang,
+    /// The topology request names a level the cluster does not have.
+    UnknownLevel {
+        /// The level named.
+        level: String,
+        /// Levels the cluster has.
+        known: String,
+    },
+    /// The queue is not declared and the policy rejects undeclared queues.
+    UnknownQueue {
+        /// Queue named by the gang.
+        queue: String,
+    },
+    /// The gang alone needs more GPUs than its queue's quota.
+    ExceedsQuota {
+        /// Queue name.
+        queue: String,
+        /// GPUs the gang needs.
+        requested_gpus: u64,
+        /// The queue's quota.
+        nominal_gpus: u64,
+    },
+    /// Even the empty cluster cannot hold the gang.
+    NeverFits(PendingReason),
+}
+
+impl fmt::Display for Unschedulable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unschedulable::EmptyGang => f.write_str("the gang has no pods or its pods ask for no resources"),
+            Unschedulable::UnknownLevel { level, known } => {
+                write!(f, "topology level `{level}` does not exist; the cluster has {known}")
+            }
+            Unschedulable::UnknownQueue { queue } => write!(f, "queue `{queue}` is not declared in the policy"),
+            Unschedulable::ExceedsQuota { queue, requested_gpus, nominal_gpus } => {
+                write!(f, "needs {requested_gpus} GPUs but queue `{queue}` has a quota of {nominal_gpus}")
+            }
+            Unschedulable::NeverFits(PendingReason::Capacity { requested, .. }) => {
+                write!(f, "needs {requested}, more than the empty cluster can hold")
+            }
+            Unschedulable::NeverFits(reason) => write!(f, "does not fit even on the empty cluster: {reason}"),
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! The discrete-event loop: trace arrivals and gang completions on a virtual clock,
+//! with one engine cycle after each batch of simultaneous events.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use trainyard_policies::{Engine, GangId, GangRequest, PolicyConfig, Submitted};
+use trainyard_topology::Cluster;
+
+use crate::{Fate, JobOutcome, SimError, TraceJob};
+
+/// Where runtime estimates come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EstimateSource {
+    /// The trace's own estimate; the policy's default when the trace has none.
+    #[default]
+    Trace,
+    /// The job's actual runtime: users who know exactly how long their jobs run.
+    Actual,
+}
+
+/// Replay knobs beyond the cluster, the policy and the trace.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReplayOptions {
+    /// Where runtime estimates come from.
+    pub estimates: EstimateSource,
+}
+
+/// How far a replay has got, for progress bars.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs that have finished or were found unschedulable.
+    pub done: u64,
+    /// Jobs in the trace.
+    pub total: u64,
+    /// Virtual time, seconds.
+    pub now: u64,
+}
+
+/// Everything a replay produced.
+#[derive(Clone, Debug)]
+pub struct ReplayResult {
+    /// One outcome per input job, in input order.
+    pub outcomes: Vec<JobOutcome>,
+    /// Arrivals plus completions processed.
+    pub events: u64,
+    /// Scheduling cycles run.
+    pub cycles: u64,
+    /// For each job, the first reservation it was given (EASY backfill), if any.
+    pub first_reservation: Vec<Option<u64>>,
+}
+
+impl ReplayResult {
+    /// Jobs that started later than the first reservation they were given.
+    pub fn late_reserved_starts(&self) -> Vec<(usize, u64, u64)> {
+        self.outcomes
+            .iter()
+            .zip(&self.first_reservation)
+            .enumerate()
+            .filter_map(|(i, (o, r))| match (&o.fate, r) {
+                (Fate::Finished { start, .. }, Some(at)) if start > at => Some((i, *at, *start)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// How often the progress callback is called, in processed events.
+const PROGRESS_EVERY: u64 = 4096;
+
+/// Replays `jobs` (sorted by submit time) through a fresh engine.
+pub fn replay(
+    cluster: Cluster,
+    policy: PolicyConfig,
+    jobs: &[TraceJob],
+    options: ReplayOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<ReplayResult, SimError> {
+    let mut engine = Engine::new(cluster, policy);
+    let mut fates: Vec<Option<Fate>> = vec![None; jobs.len()];
+    let mut starts: Vec<(u64, bool)> = vec![(0, false); jobs.len()];
+    let mut first_reservation: Vec<Option<u64>> = vec![None; jobs.len()];
+    let mut completions: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
+    let mut next_arrival = 0;
+    let (mut events, mut cycles, mut done) = (0u64, 0u64, 0u64);
+    let total = jobs.len() as u64;
+    loop {
+        let arrival_at = order.get(next_arrival).map(|&i| jobs[i].submit);
+        let completion_at = completions.peek().map(|Reverse((t, _))| *t);
+        let now = match (arrival_at, completion_at) {
+            (None, None) => break,
+            (Some(a), None) => a,
+            (None, Some(c)) => c,
+            (Some(a), Some(c)) => a.min(c),
+        };
+        while let Some(&Reverse((t, i))) = completions.peek() {
+            if t != now {
+                break;
+            }
+            completions.pop();
+            engine.finish(GangId(i as u64), now)?;
+            let (start, backfilled) = starts[i];
+            fates[i] = Some(Fate::Finished { start, end: now, backfilled });
+            events += 1;
+            done += 1;
+        }
+        while let Some(&i) = order.get(next_arrival) {
+            let job = &jobs[i];
+            if job.submit != now {
+                break;
+            }
+            next_arrival += 1;
+            events += 1;
+            let runtime_estimate = match options.estimates {
+                EstimateSource::Trace => job.runtime_estimate,
+                EstimateSource::Actual => Some(job.runtime),
+            };
+            let request = GangRequest {
+                id: GangId(i as u64),
+                queue: job.tenant.clone(),
+                priority: job.priority,
+                submit: job.submit,
+                shape: job.gang.clone(),
+                runtime_estimate,
+            };
+            if let Submitted::Unschedulable(why) = engine.submit(request)? {
+                fates[i] = Some(Fate::Unschedulable { reason: why.to_string() });
+                done += 1;
+            }
+        }
+        let cycle = engine.schedule(now)?;
+        cycles += 1;
+        for admission in cycle.admitted {
+            let i = admission.id.0 as usize;
+            starts[i] = (now, admission.backfilled);
+            completions.push(Reverse((now + jobs[i].runtime, i)));
+        }
+        if let Some(r) = cycle.reservation {
+            first_reservation[r.holder.0 as usize].get_or_insert(r.at);
+        }
+        if events % PROGRESS_EVERY < 2 {
+            progress(Progress { done, total, now });
+        }
+        if completions.is_empty() && next_arrival == order.len() && engine.pending_len() > 0 {
+            let first = engine.pending().next().expect("pending is not empty");
+            let reason = engine.pending_status(first).map(|s| s.reason.to_string()).unwrap_or_default();
+            return Err(SimError::Stuck { count: engine.pending_len(), first, reason });
+        }
+    }
+    progress(Progress { done, total, now: completions.peek().map_or(0, |Reverse((t, _))| *t) });
+    let outcomes = jobs
+        .iter()
+        .zip(fates)
+        .map(|(job, fate)| JobOutcome { job: job.clone(), fate: fate.expect("every job either finished or was rejected") })
+        .collect();
+    Ok(ReplayResult { outcomes, events, cycles, first_reservation })
+}
