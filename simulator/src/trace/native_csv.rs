@@ -1,0 +1,205 @@
+//! trainyard's own CSV trace format: reader and writer.
+//!
+//! Header (column order is free, but no column may be missing or unknown):
+//! `id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology`.
+//! Submit times are taken as written. `runtime_estimate_s` and `topology` may
+//! be empty (no estimate, unconstrained); empty `priority`,
+//! `cpu_milli_per_pod` and `memory_mib_per_pod` mean 0. `priority` may be
+//! negative. `topology` is `unconstrained`, `preferred:<level>` or
+//! `required:<level>`. Spaces around fields are trimmed; quote fields per
+//! RFC 4180 when they hold commas, quotes or line breaks (the writer does).
+
+use std::io::{self, Read, Write};
+
+use super::collect::Collector;
+use super::error::{RowError, TraceError};
+use super::native::{COLUMNS, NativeRow, topology};
+use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
+use crate::job::TraceJob;
+
+/// Reads every row into the collector.
+pub(crate) fn read(input: impl Read, coll: &mut Collector<'_>) -> Result<(), TraceError> {
+    read_rows(input, coll, &COLUMNS, true, parse_row)
+}
+
+/// `parse` applied to a non-empty text, `default` for an empty one.
+fn or_default<T>(default: T, parse: impl FnOnce(&str) -> Result<T, String>) -> impl FnOnce(&str) -> Result<T, String> {
+    move |text| if text.is_empty() { Ok(default) } else { parse(text) }
+}
+
+fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
+    let parsed = NativeRow {
+        id: row.text("id")?.to_string(),
+        submit_s: row.get("submit_s", whole)?,
+        runtime_s: row.get("runtime_s", whole)?,
+        runtime_estimate_s: row.get("runtime_estimate_s", or_default(None, |t| whole(t).map(Some)))?,
+        tenant: row.text("tenant")?.to_string(),
+        priority: row.get("priority", or_default(0, integer_i32))?,
+        pods: row.get("pods", whole_u32)?,
+        gpus_per_pod: row.get("gpus_per_pod", whole)?,
+        cpu_milli_per_pod: row.get("cpu_milli_per_pod", or_default(0, whole))?,
+        memory_mib_per_pod: row.get("memory_mib_per_pod", or_default(0, whole))?,
+        topology: row.get("topology", topology)?,
+    };
+    parsed.into_job(row.line)
+}
+
+/// Writes the jobs, in the given order, as trainyard CSV.
+pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError> {
+    let fail = |e: csv::Error| TraceError::Write { format: "csv", error: io::Error::from(e) };
+    let mut writer = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(out);
+    writer.write_record(COLUMNS).map_err(fail)?;
+    for job in jobs {
+        let r = NativeRow::from_job(job);
+        writer
+            .write_record([
+                r.id,
+                r.submit_s.to_string(),
+                r.runtime_s.to_string(),
+                r.runtime_estimate_s.map(|s| s.to_string()).unwrap_or_default(),
+                r.tenant,
+                r.priority.to_string(),
+                r.pods.to_string(),
+                r.gpus_per_pod.to_string(),
+                r.cpu_milli_per_pod.to_string(),
+                r.memory_mib_per_pod.to_string(),
+                r.topology.to_string(),
+            ])
+            .map_err(fail)?;
+    }
+    writer.flush().map_err(|error| TraceError::Write { format: "csv", error })
+}
+
+#[cfg(test)]
+mod tests {
+    use trainyard_topology::{Resources, TopologyRequest};
+
+    use super::super::{ReadOptions, TraceFormat, read_trace, write_csv};
+
+    const HEADER: &str = "id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology\n";
+
+    fn read(text: &str, skip: bool) -> Result<super::super::TraceRead, super::super::TraceError> {
+        let opts = ReadOptions { skip_bad_rows: skip, ..ReadOptions::default() };
+        read_trace(TraceFormat::Csv, text.as_bytes(), "jobs.csv", &opts)
+    }
+
+    #[test]
+    fn parses_a_small_sample() {
+        let text = format!(
+            "{HEADER}b,30,600,900,team-a,-5,2,8,32000,65536,required:rack\n\
+             a,30,60,,\"team, b\",10,1,0,500,,\n\
+             c,5,1,,team-a,,1,1,,,preferred:block\n"
+        );
+        let jobs = read(&text, false).unwrap().jobs;
+        assert_eq!(jobs.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["c", "b", "a"]);
+        let b = &jobs[1];
+        assert_eq!((b.submit, b.runtime, b.runtime_estimate, b.priority, b.line), (30, 600, Some(900), -5, 2));
+        assert_eq!(b.tenant, "team-a");
+        assert_eq!(b.gang.pods, 2);
+        assert_eq!(b.gang.pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 65_536 });
+        assert_eq!(b.gang.topology, TopologyRequest::Required("rack".into()));
+        let a = &jobs[2];
+        assert_eq!((a.runtime_estimate, a.priority, a.tenant.as_str()), (None, 10, "team, b"));
+        assert_eq!(a.gang.pod, Resources { gpus: 0, cpu_milli: 500, memory_mib: 0 });
+        assert_eq!(a.gang.topology, TopologyRequest::Unconstrained);
+        assert_eq!((jobs[0].priority, jobs[0].gang.topology.clone()), (0, TopologyRequest::Preferred("block".into())));
+    }
+
+    #[test]
+    fn lines_are_file_lines_across_blank_lines_crlf_and_quoted_breaks() {
+        let text = format!(
+            "\n{}\r\n\r\na,0,60,,\"multi\r\nline\",0,1,1,0,0,\r\n\r\n  \r\nb,1,60,,t,0,1,1,0,0,\r\nc,0,60,,t,0,1,x,0,0,\n",
+            HEADER.trim_end()
+        );
+        /// Hands out one byte per read, so line breaks straddle every buffer boundary.
+        struct Trickle<'a>(&'a [u8]);
+        impl std::io::Read for Trickle<'_> {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                match (self.0.split_first(), buf.first_mut()) {
+                    (Some((&b, rest)), Some(slot)) => {
+                        *slot = b;
+                        self.0 = rest;
+                        Ok(1)
+                    }
+                    _ => Ok(0),
+                }
+            }
+        }
+        let opts = ReadOptions { skip_bad_rows: true, ..ReadOptions::default() };
+        for input in [
+            read_trace(TraceFormat::Csv, text.as_bytes(), "l.csv", &opts),
+            read_trace(TraceFormat::Csv, Trickle(text.as_bytes()), "l.csv", &opts),
+        ] {
+            let read = input.unwrap();
+            assert_eq!(read.jobs.iter().map(|j| (j.id.as_str(), j.line)).collect::<Vec<_>>(), [("a", 4), ("b", 8)]);
+            assert_eq!(read.jobs[0].tenant, "multi\r\nline");
+            assert_eq!(
+                read.skipped[0].to_string(),
+                "line 9: field `gpus_per_pod`: expected a whole number, found \"x\""
+            );
+        }
+    }
+
+    #[test]
+    fn bad_rows_name_line_and_field() {
+        let good = "ok,0,60,,t,0,1,1,0,0,\n";
+        let cases = [
+            ("x,0,60,,t,0,0,1,0,0,", "field `pods`: must be at least 1"),
+            (
+                "x,0,60,,t,0,1,0,0,0,",
+                "field `gpus_per_pod`: a pod must ask for GPUs, CPU or memory, but all three are 0",
+            ),
+            ("x,soon,60,,t,0,1,1,0,0,", "field `submit_s`: expected a whole number, found \"soon\""),
+            ("x,0,0,,t,0,1,1,0,0,", "field `runtime_s`: must be at least 1"),
+            ("x,0,60,,t,high,1,1,0,0,", "field `priority`: expected an integer, found \"high\""),
+            ("x,0,60,,,0,1,1,0,0,", "field `tenant`: must not be empty"),
+            (
+                "x,0,60,,t,0,1,1,0,0,strict:rack",
+                "field `topology`: `strict:rack` is not a topology request; use `unconstrained`, `preferred:<level>` or `required:<level>`",
+            ),
+            ("ok,0,60,,t,0,1,1,0,0,", "field `id`: duplicate id \"ok\" (first used on line 2)"),
+            ("x,0,60", "expected 11 fields like the header, found 3"),
+        ];
+        for (row, message) in cases {
+            let text = format!("{HEADER}{good}{row}\n");
+            assert_eq!(read(&text, false).unwrap_err().to_string(), format!("jobs.csv: line 3: {message}"));
+            let read = read(&text, true).unwrap();
+            assert_eq!((read.jobs.len(), read.skipped.len()), (1, 1));
+            assert_eq!(read.skipped[0].to_string(), format!("line 3: {message}"));
+        }
+    }
+
+    #[test]
+    fn header_must_be_exact() {
+        let missing = read("id,submit_s,runtime_s\n", false).unwrap_err().to_string();
+        assert!(
+            missing.starts_with("jobs.csv: line 1: header is missing column(s) `runtime_estimate_s`, `tenant`,"),
+            "{missing}"
+        );
+        let extra = HEADER.trim_end().to_string() + ",colour\n";
+        let unknown = read(&extra, false).unwrap_err().to_string();
+        assert!(
+            unknown.starts_with("jobs.csv: line 1: header has unknown column(s) `colour`; expected `id,submit_s,"),
+            "{unknown}"
+        );
+    }
+
+    #[test]
+    fn empty_traces_have_no_jobs() {
+        assert_eq!(read("", false).unwrap_err().to_string(), "jobs.csv: no jobs");
+        assert_eq!(read(HEADER, false).unwrap_err().to_string(), "jobs.csv: no jobs");
+        let all_bad = format!("{HEADER}x,0,0,,t,0,1,1,0,0,\n");
+        assert_eq!(read(&all_bad, true).unwrap_err().to_string(), "jobs.csv: no jobs (1 bad row skipped)");
+    }
+
+    #[test]
+    fn writes_the_documented_format() {
+        let text = format!(
+            "{HEADER}b,30,600,900,team-a,-5,2,8,32000,65536,required:rack\na,31,60,,\"team, b\",10,1,0,500,0,unconstrained\n"
+        );
+        let jobs = read(&text, false).unwrap().jobs;
+        let mut out = Vec::new();
+        write_csv(&jobs, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+}

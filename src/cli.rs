@@ -1,0 +1,124 @@
+//! Command-line arguments (clap) and dispatch to the subcommands.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// trainyard: a topology-aware gang scheduler for distributed training.
+///
+/// `trainyard simulate` replays a cluster trace through the same scheduling engine the
+/// controller runs, on a virtual clock, and reports queueing delay, completion time and
+/// utilisation. Run it with no flags for a built-in cluster and trace.
+#[derive(Debug, Parser)]
+#[command(name = "trainyard", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Replay a trace on a cluster under a policy and report the metrics.
+    Simulate(SimulateArgs),
+    /// Work with trace files.
+    #[command(subcommand)]
+    Trace(TraceCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TraceCommand {
+    /// Write a synthetic trace in trainyard's own format (deterministic for a seed).
+    Synth(SynthArgs),
+}
+
+/// Flags of `trainyard simulate`.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Cluster description (YAML: levels plus listed or generated nodes).
+    /// Without it, a built-in 512-GPU cluster (2 blocks x 4 racks x 8 hosts x 8 GPUs).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// Trace to replay. Without it, a built-in synthetic trace (seed 42, 2,000 jobs).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Trace format; detected from the first line when omitted.
+    /// philly: Philly job table (timestamp,duration,num_gpus,gpu_time,cluster);
+    /// dirlab: DIR-LAB Philly/Helios excerpts (u_id,user,gpu_num,cpu_num,node_num,interval,...);
+    /// csv / jsonl: trainyard's own format (see README).
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Scheduling policy: `fifo` (strict FIFO), `easy-backfill`, or a policy YAML file
+    /// (backfill mode, default runtime estimate, tenant queues with GPU quotas).
+    #[arg(long, value_name = "NAME|FILE", default_value = "easy-backfill")]
+    pub policy: String,
+    /// Where runtime estimates come from: `trace` (the trace's estimate, else the policy's
+    /// default) or `actual` (each job's real runtime, as if users knew it exactly).
+    #[arg(long, value_enum, default_value_t = Estimates::Trace)]
+    pub estimates: Estimates,
+    /// Write the full report as JSON to this file (byte-identical for identical inputs).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Skip trace rows that do not parse, counting them as warnings, instead of stopping.
+    #[arg(long)]
+    pub skip_bad_rows: bool,
+    /// Print no progress bar and no table (errors still go to stderr).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Where runtime estimates come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Estimates {
+    /// The trace's own estimate, else the policy's default.
+    Trace,
+    /// Each job's actual runtime.
+    Actual,
+}
+
+/// Flags of `trainyard trace synth`.
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// Random seed; the same seed always gives the same trace.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Number of jobs.
+    #[arg(long, default_value_t = 2000)]
+    pub jobs: usize,
+    /// Number of tenants (team-a, team-b, ...).
+    #[arg(long, default_value_t = 4)]
+    pub tenants: usize,
+    /// Mean seconds between submissions.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub mean_interarrival: f64,
+    /// GPUs per host, for shaping multi-host gangs.
+    #[arg(long, default_value_t = 8)]
+    pub gpus_per_host: u32,
+    /// Level named in the gangs' topology requests.
+    #[arg(long, default_value = "rack", value_name = "LEVEL")]
+    pub rack_level: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = SynthFormat::Csv)]
+    pub format: SynthFormat,
+    /// Output file; standard output when omitted.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// Output formats of `trace synth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SynthFormat {
+    /// trainyard CSV.
+    Csv,
+    /// trainyard JSON Lines.
+    Jsonl,
+}
+
+impl Cli {
+    /// Runs the chosen subcommand.
+    pub fn run(self) -> anyhow::Result<()> {
+        match self.command {
+            Command::Simulate(args) => crate::simulate::run(&args),
+            Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
+        }
+    }
+}

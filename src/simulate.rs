@@ -1,0 +1,77 @@
+//! `trainyard simulate`: load inputs, replay with a progress bar, print and write the report.
+
+use std::fs;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use trainyard_simulator::report::{Report, ReportContext};
+use trainyard_simulator::trace::ReadOptions;
+use trainyard_simulator::{EstimateSource, Progress, ReplayOptions, replay};
+
+use crate::cli::{Estimates, SimulateArgs};
+use crate::inputs;
+
+/// Runs one simulation. Inputs are fully read and checked before the replay starts, and
+/// nothing is printed or written unless the whole replay succeeds.
+pub fn run(args: &SimulateArgs) -> Result<()> {
+    let cluster = inputs::load_cluster(args.cluster.as_deref())?;
+    let policy = inputs::load_policy(&args.policy)?;
+    let topo = cluster.topology();
+    let gpus_per_host = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(0);
+    let options = ReadOptions { gpus_per_host: u32::try_from(gpus_per_host.max(1)).unwrap_or(u32::MAX), skip_bad_rows: args.skip_bad_rows };
+    let trace = inputs::load_trace(args.trace.as_deref(), args.format.as_deref(), &options)?;
+    for warning in &trace.skipped {
+        eprintln!("warning: {}: line {}: {} (row skipped)", trace.name, warning.line, warning.message);
+    }
+    let context = ReportContext {
+        cluster: topo.name().to_string(),
+        cluster_gpus: cluster.total_capacity().gpus,
+        cluster_hosts: topo.host_count() as u64,
+        trace: trace.name.clone(),
+        trace_format: trace.format.clone(),
+        policy: policy.name.clone(),
+        skipped_rows: trace.skipped.len() as u64,
+    };
+    let estimates = match args.estimates {
+        Estimates::Trace => EstimateSource::Trace,
+        Estimates::Actual => EstimateSource::Actual,
+    };
+    let bar = progress_bar(args.quiet, trace.jobs.len() as u64);
+    let mut on_progress = |p: Progress| {
+        bar.set_position(p.done);
+        bar.set_message(format!("t={}", trainyard_simulator::report::human_duration(p.now as f64)));
+    };
+    let result = replay(cluster, policy, &trace.jobs, ReplayOptions { estimates }, &mut on_progress);
+    bar.finish_and_clear();
+    let result = result.context("replay failed")?;
+    let cluster_gpus = context.cluster_gpus;
+    let report = Report::new(context, &result.outcomes, cluster_gpus);
+    if let Some(path) = &args.out {
+        fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if !args.quiet {
+        print!("{}", report.render_table());
+        println!("\n{} events, {} scheduling cycles", result.events, result.cycles);
+        if let Some(path) = &args.out {
+            println!("JSON report written to {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar on a terminal; hidden when stderr is not one or `--quiet` is set.
+fn progress_bar(quiet: bool, total: u64) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} replaying [{bar:40}] {pos}/{len} jobs {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
