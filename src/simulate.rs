@@ -20,7 +20,10 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let policy = inputs::load_policy(&args.policy)?;
     let topo = cluster.topology();
     let gpus_per_host = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(0);
-    let options = ReadOptions { gpus_per_host: u32::try_from(gpus_per_host.max(1)).unwrap_or(u32::MAX), skip_bad_rows: args.skip_bad_rows };
+    let options = ReadOptions {
+        gpus_per_host: u32::try_from(gpus_per_host.max(1)).unwrap_or(u32::MAX),
+        skip_bad_rows: args.skip_bad_rows,
+    };
     let trace = inputs::load_trace(args.trace.as_deref(), args.format.as_deref(), &options)?;
     for warning in &trace.skipped {
         eprintln!("warning: {}: line {}: {} (row skipped)", trace.name, warning.line, warning.message);

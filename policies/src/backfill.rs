@@ -16,6 +16,16 @@ use crate::engine::GangState;
 use crate::quota::QueueIdx;
 use crate::{Engine, GangId, PendingReason, Result};
 
+/// A gang about to start, as the reservation checks see it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Candidate {
+    pub(crate) request: PlacementRequest,
+    pub(crate) queue: QueueIdx,
+    pub(crate) gpus: u64,
+    /// Expected end: now plus the runtime estimate.
+    pub(crate) end: u64,
+}
+
 /// The reservation of the first blocked gang in a cycle.
 #[derive(Clone, Debug)]
 pub(crate) struct ReservationPlan {
@@ -90,7 +100,12 @@ impl Holds {
 
 impl Engine {
     /// Finds when and where `holder` could start if running gangs end as estimated.
-    pub(crate) fn plan_reservation(&mut self, holder: GangId, now: u64, holds: &mut Holds) -> Result<Option<ReservationPlan>> {
+    pub(crate) fn plan_reservation(
+        &mut self,
+        holder: GangId,
+        now: u64,
+        holds: &mut Holds,
+    ) -> Result<Option<ReservationPlan>> {
         let head = &self.gangs[&holder];
         let (queue, want, request) = (head.queue, head.gpus, head.placement_request);
         let total = head.request.shape.total();
@@ -143,13 +158,11 @@ impl Engine {
     pub(crate) fn respect_reservations(
         &mut self,
         placement: Placement,
-        request: &PlacementRequest,
-        queue: QueueIdx,
-        gpus: u64,
-        end: u64,
+        candidate: &Candidate,
         reservation: Option<&mut ReservationPlan>,
         holds: &mut Holds,
     ) -> std::result::Result<Placement, PendingReason> {
+        let Candidate { request, queue, gpus, end } = *candidate;
         if let Some(hold) = holds.by_queue.get(&queue)
             && end > hold.at
             && hold.slack_gpus < gpus
@@ -157,15 +170,15 @@ impl Engine {
             return Err(PendingReason::Reservation { holder: hold.holder, at: hold.at });
         }
         let mut placement = placement;
-        if let Some(res) = reservation {
-            if end > res.at {
-                if !res.allows(&placement, request.pod) {
-                    placement = self
-                        .place_around(request, res)
-                        .ok_or(PendingReason::Reservation { holder: res.holder, at: res.at })?;
-                }
-                res.consume(&placement, request.pod);
+        if let Some(res) = reservation
+            && end > res.at
+        {
+            if !res.allows(&placement, request.pod) {
+                placement = self
+                    .place_around(&request, res)
+                    .ok_or(PendingReason::Reservation { holder: res.holder, at: res.at })?;
             }
+            res.consume(&placement, request.pod);
         }
         if let Some(hold) = holds.by_queue.get_mut(&queue)
             && end > hold.at

@@ -136,11 +136,17 @@ impl PolicyConfig {
                 return Err(invalid(line, format!("queues[{i}].name"), "must not be empty".into()));
             }
             if !names.insert(q.value.name.as_str()) {
-                return Err(invalid(line, format!("queues[{i}].name"), format!("queue `{}` is declared twice", q.value.name)));
+                return Err(invalid(
+                    line,
+                    format!("queues[{i}].name"),
+                    format!("queue `{}` is declared twice", q.value.name),
+                ));
             }
         }
         let name = file.name.unwrap_or_else(|| {
-            std::path::Path::new(source_name).file_stem().map_or_else(|| source_name.to_string(), |s| s.to_string_lossy().into_owned())
+            std::path::Path::new(source_name)
+                .file_stem()
+                .map_or_else(|| source_name.to_string(), |s| s.to_string_lossy().into_owned())
         });
         Ok(PolicyConfig {
             name,
@@ -222,7 +228,11 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named_with_their_line() {
-        let err = PolicyConfig::from_yaml("queues:\n  - {name: a, nominal_gpus: 8}\n  - {name: a, nominal_gpus: 4}\n", "p.yaml").unwrap_err();
+        let err = PolicyConfig::from_yaml(
+            "queues:\n  - {name: a, nominal_gpus: 8}\n  - {name: a, nominal_gpus: 4}\n",
+            "p.yaml",
+        )
+        .unwrap_err();
         assert_eq!(err.to_string(), "p.yaml: line 3: field `queues[1].name`: queue `a` is declared twice");
         let err = PolicyConfig::from_yaml("default_runtime_estimate: soon\n", "p.yaml").unwrap_err();
         assert!(err.to_string().starts_with("p.yaml: line 1: field `default_runtime_estimate`"), "{err}");

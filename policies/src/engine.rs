@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 use trainyard_topology::{Cluster, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
 
-use crate::backfill::{Holds, ReservationPlan};
+use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::quota::{QueueIdx, Quotas};
 use crate::{
     BackfillMode, Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable,
@@ -233,7 +233,9 @@ impl Engine {
         let gang = &self.gangs[&id];
         let reason = match &self.blanket {
             Some(Blanket::QueuedBehind(head)) => PendingReason::QueuedBehind { head: *head },
-            Some(Blanket::ClusterFull(free)) => PendingReason::Capacity { requested: gang.request.shape.total(), free: *free },
+            Some(Blanket::ClusterFull(free)) => {
+                PendingReason::Capacity { requested: gang.request.shape.total(), free: *free }
+            }
             None => status.reason.clone(),
         };
         Some(PendingStatus { reason, reserved_at: None })
@@ -350,8 +352,8 @@ impl Engine {
                     continue;
                 }
             };
-            let end = now.saturating_add(self.gangs[&id].estimate);
-            let placement = match self.respect_reservations(placement, &request, queue, gpus, end, reservation.as_mut(), &mut holds) {
+            let candidate = Candidate { request, queue, gpus, end: now.saturating_add(self.gangs[&id].estimate) };
+            let placement = match self.respect_reservations(placement, &candidate, reservation.as_mut(), &mut holds) {
                 Ok(p) => p,
                 Err(reason) => {
                     self.set_status(id, reason, None);

@@ -21,7 +21,8 @@ mod quota;
 mod reason;
 
 pub use config::{
-    BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues, parse_duration,
+    BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues,
+    parse_duration,
 };
 pub use engine::{Admission, Cycle, Engine, Reservation, Submitted};
 pub use error::{Error, Result};

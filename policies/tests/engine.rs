@@ -7,7 +7,8 @@ use trainyard_topology::{Cluster, GangShape, HostId, Resources, TopologyRequest}
 
 /// Two racks of two 8-GPU hosts.
 fn cluster() -> Cluster {
-    Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t.yaml").unwrap()
+    Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t.yaml")
+        .unwrap()
 }
 
 fn policy(backfill: BackfillMode, queues: &[(&str, u64)]) -> PolicyConfig {
@@ -98,7 +99,10 @@ fn a_long_gang_backfills_onto_hosts_the_reservation_does_not_need() {
     e.submit(gang(2, "a", 2, 1, 8, 1000)).unwrap();
     let cycle = e.schedule(2).unwrap();
     assert_eq!(cycle.reservation.as_ref().map(|r| r.hosts.clone()), Some(vec![(HostId(0), 1), (HostId(1), 1)]));
-    assert_eq!(cycle.admitted.iter().map(|a| (a.id.0, a.placement.hosts.clone())).collect::<Vec<_>>(), vec![(2, vec![HostId(3)])]);
+    assert_eq!(
+        cycle.admitted.iter().map(|a| (a.id.0, a.placement.hosts.clone())).collect::<Vec<_>>(),
+        vec![(2, vec![HostId(3)])]
+    );
     e.finish(GangId(0), 100).unwrap();
     assert_eq!(admitted(&mut e, 100), vec![1]);
 }
@@ -145,7 +149,11 @@ fn gangs_that_can_never_run_are_reported_not_queued() {
     let over_quota = gang(1, "small", 0, 2, 8, 10);
     assert_eq!(
         e.submit(over_quota).unwrap(),
-        Submitted::Unschedulable(Unschedulable::ExceedsQuota { queue: "small".into(), requested_gpus: 16, nominal_gpus: 8 })
+        Submitted::Unschedulable(Unschedulable::ExceedsQuota {
+            queue: "small".into(),
+            requested_gpus: 16,
+            nominal_gpus: 8
+        })
     );
     let mut bad_level = gang(2, "a", 0, 2, 8, 10);
     bad_level.shape.topology = TopologyRequest::Required("block".into());
@@ -153,7 +161,10 @@ fn gangs_that_can_never_run_are_reported_not_queued() {
     let mut too_wide_for_a_rack = gang(3, "a", 0, 3, 8, 10);
     too_wide_for_a_rack.shape.topology = TopologyRequest::Required("rack".into());
     let Submitted::Unschedulable(why) = e.submit(too_wide_for_a_rack).unwrap() else { panic!("must be rejected") };
-    assert_eq!(why.to_string(), "does not fit even on the empty cluster: topology: needs 3 pods in one rack, the best rack fits 2 now");
+    assert_eq!(
+        why.to_string(),
+        "does not fit even on the empty cluster: topology: needs 3 pods in one rack, the best rack fits 2 now"
+    );
     assert_eq!(e.pending_len(), 0);
 }
 

@@ -153,7 +153,10 @@ pub fn replay(
     let outcomes = jobs
         .iter()
         .zip(fates)
-        .map(|(job, fate)| JobOutcome { job: job.clone(), fate: fate.expect("every job either finished or was rejected") })
+        .map(|(job, fate)| JobOutcome {
+            job: job.clone(),
+            fate: fate.expect("every job either finished or was rejected"),
+        })
         .collect();
     Ok(ReplayResult { outcomes, events, cycles, first_reservation })
 }

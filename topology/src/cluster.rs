@@ -184,7 +184,8 @@ mod tests {
     use super::*;
 
     fn small() -> Cluster {
-        Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t").unwrap()
+        Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t")
+            .unwrap()
     }
 
     #[test]

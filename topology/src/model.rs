@@ -259,17 +259,20 @@ impl Topology {
 
     /// Depth of a level name.
     pub fn level_depth(&self, level: &str) -> Result<u8> {
-        self.levels.iter().position(|l| l == level).map(|i| (i + 1) as u8).ok_or_else(|| Error::UnknownLevel {
-            level: level.to_string(),
-            known: self.levels.join(", "),
-        })
+        self.levels
+            .iter()
+            .position(|l| l == level)
+            .map(|i| (i + 1) as u8)
+            .ok_or_else(|| Error::UnknownLevel { level: level.to_string(), known: self.levels.join(", ") })
     }
 
     /// Resolves a request's level name to depths.
     pub fn resolve(&self, request: &TopologyRequest) -> Result<LevelConstraint> {
         Ok(match request {
             TopologyRequest::Unconstrained => LevelConstraint { top_depth: 0, preferred_depth: None },
-            TopologyRequest::Preferred(level) => LevelConstraint { top_depth: 0, preferred_depth: Some(self.level_depth(level)?) },
+            TopologyRequest::Preferred(level) => {
+                LevelConstraint { top_depth: 0, preferred_depth: Some(self.level_depth(level)?) }
+            }
             TopologyRequest::Required(level) => {
                 let depth = self.level_depth(level)?;
                 LevelConstraint { top_depth: depth, preferred_depth: Some(depth) }

@@ -94,7 +94,8 @@ pub(crate) fn place(
     scratch: &mut Scratch,
 ) -> Result<Placement, PlacementFailure> {
     let n = u64::from(request.pods);
-    let requested = request.pod.checked_mul(n).unwrap_or(Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX });
+    let requested =
+        request.pod.checked_mul(n).unwrap_or(Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX });
     let capacity_failure = || PlacementFailure::Capacity { requested, free: free[0] };
     if n == 0 || request.pod.is_zero() || !free[0].covers(&requested) {
         return Err(capacity_failure());

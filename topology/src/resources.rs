@@ -79,13 +79,10 @@ impl Resources {
     /// nothing fits `u64::MAX` times; callers reject such pods up front.
     pub fn fit_count(&self, pod: &Resources) -> u64 {
         let mut n = u64::MAX;
-        for (free, want) in [
-            (self.gpus, pod.gpus),
-            (self.cpu_milli, pod.cpu_milli),
-            (self.memory_mib, pod.memory_mib),
-        ] {
-            if want > 0 {
-                n = n.min(free / want);
+        for (free, want) in [(self.gpus, pod.gpus), (self.cpu_milli, pod.cpu_milli), (self.memory_mib, pod.memory_mib)]
+        {
+            if let Some(fits) = free.checked_div(want) {
+                n = n.min(fits);
             }
         }
         n
@@ -96,7 +93,7 @@ impl fmt::Display for Resources {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} GPU", self.gpus)?;
         if self.cpu_milli > 0 {
-            if self.cpu_milli % 1000 == 0 {
+            if self.cpu_milli.is_multiple_of(1000) {
                 write!(f, ", {} CPU", self.cpu_milli / 1000)?;
             } else {
                 write!(f, ", {}m CPU", self.cpu_milli)?;

@@ -119,10 +119,8 @@ pub struct ResolvedSpec {
 impl ClusterSpec {
     /// Parses YAML text; `source_name` (usually the file name) prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<ClusterSpec> {
-        serde_saphyr::from_str(text).map_err(|e| Error::Syntax {
-            source_name: source_name.to_string(),
-            message: e.to_string(),
-        })
+        serde_saphyr::from_str(text)
+            .map_err(|e| Error::Syntax { source_name: source_name.to_string(), message: e.to_string() })
     }
 
     /// Checks the description and expands it into a flat node list.
@@ -152,7 +150,13 @@ impl ClusterSpec {
             (Some(_), false) => {
                 return Err(invalid(None, "generate".into(), "give either `generate` or `nodes`, not both".into()));
             }
-            (None, true) => return Err(invalid(None, "nodes".into(), "the cluster has no nodes; add `nodes` or `generate`".into())),
+            (None, true) => {
+                return Err(invalid(
+                    None,
+                    "nodes".into(),
+                    "the cluster has no nodes; add `nodes` or `generate`".into(),
+                ));
+            }
             (Some(generate), true) => generate_nodes(&levels, generate, &invalid)?,
             (None, false) => list_nodes(&levels, &self.nodes, &invalid)?,
         };
@@ -162,7 +166,11 @@ impl ClusterSpec {
 
 type Invalid<'a> = dyn Fn(Option<usize>, String, String) -> Error + 'a;
 
-fn generate_nodes(levels: &[String], generate: &Spanned<GenerateSpec>, invalid: &Invalid<'_>) -> Result<Vec<NodeEntry>> {
+fn generate_nodes(
+    levels: &[String],
+    generate: &Spanned<GenerateSpec>,
+    invalid: &Invalid<'_>,
+) -> Result<Vec<NodeEntry>> {
     let line = Some(generate.referenced.line() as usize);
     let spec = &generate.value;
     if spec.counts.len() != levels.len() {
@@ -183,13 +191,21 @@ fn generate_nodes(levels: &[String], generate: &Spanned<GenerateSpec>, invalid: 
     // Keep generated clusters to a size the engine is built for; larger ones are surely a typo.
     const MAX_GENERATED_NODES: u64 = 1_000_000;
     if max_nodes > MAX_GENERATED_NODES {
-        return Err(invalid(line, "generate.counts".into(), format!("would generate {max_nodes} nodes; the limit is {MAX_GENERATED_NODES}")));
+        return Err(invalid(
+            line,
+            "generate.counts".into(),
+            format!("would generate {max_nodes} nodes; the limit is {MAX_GENERATED_NODES}"),
+        ));
     }
     let mut remaining_gpus = match spec.total_gpus {
         Some(total) => {
             let max = max_nodes.saturating_mul(capacity.gpus);
             if total == 0 || total > max {
-                return Err(invalid(line, "generate.total_gpus".into(), format!("must be between 1 and {max} (counts x node.gpus)")));
+                return Err(invalid(
+                    line,
+                    "generate.total_gpus".into(),
+                    format!("must be between 1 and {max} (counts x node.gpus)"),
+                ));
             }
             Some(total)
         }
@@ -197,7 +213,8 @@ fn generate_nodes(levels: &[String], generate: &Spanned<GenerateSpec>, invalid: 
     };
     // In a regular tree the domain of level `d` that holds node `n` is number
     // `n / (nodes under one domain of level d)`, counted across the whole cluster.
-    let below: Vec<u64> = (0..levels.len()).map(|d| spec.counts[d + 1..].iter().map(|&c| u64::from(c)).product()).collect();
+    let below: Vec<u64> =
+        (0..levels.len()).map(|d| spec.counts[d + 1..].iter().map(|&c| u64::from(c)).product()).collect();
     let mut nodes = Vec::new();
     for n in 0..max_nodes {
         let mut node_capacity = capacity;
@@ -239,14 +256,22 @@ fn list_nodes(levels: &[String], listed: &[Spanned<NodeSpec>], invalid: &Invalid
             match node.at.get(level) {
                 Some(value) if !value.trim().is_empty() => path.push(value.trim().to_string()),
                 _ => {
-                    return Err(invalid(line, format!("nodes[{i}].at.{level}"), format!("node `{}` has no `{level}`", node.name)));
+                    return Err(invalid(
+                        line,
+                        format!("nodes[{i}].at.{level}"),
+                        format!("node `{}` has no `{level}`", node.name),
+                    ));
                 }
             }
         }
         path.push(node.name.clone());
         let capacity = NodeResources { gpus: node.gpus, cpus: node.cpus, memory_gib: node.memory_gib }.to_resources();
         if capacity.gpus == 0 && capacity.cpu_milli == 0 {
-            return Err(invalid(line, format!("nodes[{i}]"), format!("node `{}` has neither GPUs nor CPUs", node.name)));
+            return Err(invalid(
+                line,
+                format!("nodes[{i}]"),
+                format!("node `{}` has neither GPUs nor CPUs", node.name),
+            ));
         }
         nodes.push(NodeEntry { path, capacity });
     }
@@ -263,7 +288,10 @@ mod tests {
 
     #[test]
     fn generates_a_regular_tree_with_global_names() {
-        let spec = resolve("name: t\nlevels: [block, rack, host]\ngenerate:\n  counts: [2, 2, 2]\n  node: {gpus: 8, cpus: 4}\n").unwrap();
+        let spec = resolve(
+            "name: t\nlevels: [block, rack, host]\ngenerate:\n  counts: [2, 2, 2]\n  node: {gpus: 8, cpus: 4}\n",
+        )
+        .unwrap();
         assert_eq!(spec.nodes.len(), 8);
         assert_eq!(spec.nodes[0].path, ["block-0", "rack-0", "host-0"]);
         assert_eq!(spec.nodes[2].path, ["block-0", "rack-1", "host-2"]);
@@ -273,7 +301,10 @@ mod tests {
 
     #[test]
     fn total_gpus_truncates_and_gives_the_last_node_the_remainder() {
-        let spec = resolve("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [39, 8]\n  node: {gpus: 8}\n  total_gpus: 2490\n").unwrap();
+        let spec = resolve(
+            "name: t\nlevels: [rack, host]\ngenerate:\n  counts: [39, 8]\n  node: {gpus: 8}\n  total_gpus: 2490\n",
+        )
+        .unwrap();
         assert_eq!(spec.nodes.len(), 312);
         assert_eq!(spec.nodes.last().unwrap().capacity.gpus, 2);
         assert_eq!(spec.nodes.iter().map(|n| n.capacity.gpus).sum::<u64>(), 2490);
@@ -281,13 +312,17 @@ mod tests {
 
     #[test]
     fn listed_nodes_need_every_upper_level() {
-        let err = resolve("name: t\nlevels: [rack, host]\nnodes:\n  - {name: a, at: {rack: r0}, gpus: 8}\n  - {name: b, gpus: 8}\n").unwrap_err();
+        let err = resolve(
+            "name: t\nlevels: [rack, host]\nnodes:\n  - {name: a, at: {rack: r0}, gpus: 8}\n  - {name: b, gpus: 8}\n",
+        )
+        .unwrap_err();
         assert_eq!(err.to_string(), "c.yaml: line 5: field `nodes[1].at.rack`: node `b` has no `rack`");
     }
 
     #[test]
     fn unknown_levels_and_duplicates_are_named() {
-        let err = resolve("name: t\nlevels: [rack, host]\nnodes:\n  - {name: a, at: {rak: r0}, gpus: 8}\n").unwrap_err();
+        let err =
+            resolve("name: t\nlevels: [rack, host]\nnodes:\n  - {name: a, at: {rak: r0}, gpus: 8}\n").unwrap_err();
         assert!(err.to_string().contains("field `nodes[0].at.rak`: unknown level"), "{err}");
         let err = resolve("name: t\nlevels: [rack, host]\nnodes:\n  - {name: a, at: {rack: r0}, gpus: 8}\n  - {name: a, at: {rack: r0}, gpus: 8}\n").unwrap_err();
         assert!(err.to_string().contains("node `a` is listed twice"), "{err}");

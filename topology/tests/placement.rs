@@ -76,7 +76,9 @@ fn large_gangs_fill_roomy_children_first_then_best_fit_the_rest() {
 
 #[test]
 fn the_generated_philly_cluster_has_2490_gpus() {
-    let c = cluster("name: philly\nlevels: [rack, host]\ngenerate:\n  counts: [39, 8]\n  node: {gpus: 8}\n  total_gpus: 2490\n");
+    let c = cluster(
+        "name: philly\nlevels: [rack, host]\ngenerate:\n  counts: [39, 8]\n  node: {gpus: 8}\n  total_gpus: 2490\n",
+    );
     assert_eq!(c.total_capacity().gpus, 2490);
     assert_eq!(c.topology().host_count(), 312);
 }
@@ -90,7 +92,8 @@ fn arb_cluster() -> impl Strategy<Value = (Cluster, Vec<u64>)> {
             .iter()
             .enumerate()
             .map(|(i, &(gpus, _, a, b))| {
-                let mut path: Vec<String> = [format!("a{a}"), format!("b{b}"), format!("c{}", (a + b) % 2)][..upper].to_vec();
+                let mut path: Vec<String> =
+                    [format!("a{a}"), format!("b{b}"), format!("c{}", (a + b) % 2)][..upper].to_vec();
                 path.push(format!("h{i}"));
                 NodeEntry { path, capacity: Resources::gpus(gpus) }
             })
