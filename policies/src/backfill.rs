@@ -8,7 +8,7 @@
 //! quota) leaves the reservation intact. Queues whose first gang is blocked on quota get a
 //! quota-only hold of the same kind, so small gangs of one team cannot starve its big one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use trainyard_topology::{HostId, Placement, PlacementRequest, Resources};
 
@@ -34,9 +34,18 @@ pub(crate) struct ReservationPlan {
     pub(crate) hosts: Vec<(HostId, u32)>,
     /// For each reserved host, what gangs still running at `at` may use there, sorted by host.
     slack: Vec<(HostId, Resources)>,
+    /// Shapes that found no room around the reservation this cycle. Free capacity and slack
+    /// only shrink within a cycle, so they will not find any later in it either.
+    refused: HashSet<PlacementRequest>,
 }
 
 impl ReservationPlan {
+    /// Whether a gang of this shape running past the reservation was already refused.
+    pub(crate) fn refuses(&self, request: &PlacementRequest, end: u64) -> Option<PendingReason> {
+        (end > self.at && self.refused.contains(request))
+            .then_some(PendingReason::Reservation { holder: self.holder, at: self.at })
+    }
+
     fn allows(&self, placement: &Placement, pod: Resources) -> bool {
         self.uses(placement, pod).all(|(i, need)| self.slack[i].1.covers(&need))
     }
@@ -111,25 +120,35 @@ impl Engine {
         let total = head.request.shape.total();
         let nominal = self.quotas.get(queue).nominal_gpus;
         let mut used = self.quotas.get(queue).used_gpus;
-        let ends: Vec<(u64, GangId)> = self.running_by_end.iter().copied().collect();
+        // Pods of the head's shape that fit host by host: a placement anywhere needs at least
+        // `pods` of them, so the (costly) placement search only runs once that many exist.
+        let mut fits = self.cluster.fit_count(&request.pod);
         let txn = self.cluster.begin();
         let mut found = None;
-        for (i, &(end, id)) in ends.iter().enumerate() {
+        let mut ends = self.running_by_end.iter().peekable();
+        while let Some(&(end, id)) = ends.next() {
             let gang = &self.gangs[&id];
-            if let GangState::Running { placement, .. } = &gang.state
-                && let Err(e) = self.cluster.release_placement(placement, gang.placement_request.pod)
-            {
-                self.cluster.rollback(txn);
-                return Err(e.into());
+            if let GangState::Running { placement, .. } = &gang.state {
+                let hosts = placement.per_host();
+                let before: u64 = hosts.iter().map(|&(h, _)| self.cluster.host_free(h).fit_count(&request.pod)).sum();
+                if let Err(e) = self.cluster.release_placement(placement, gang.placement_request.pod) {
+                    self.cluster.rollback(txn);
+                    return Err(e.into());
+                }
+                let after: u64 = hosts.iter().map(|&(h, _)| self.cluster.host_free(h).fit_count(&request.pod)).sum();
+                fits = fits.saturating_add(after).saturating_sub(before);
             }
             if gang.queue == queue {
                 used -= gang.gpus;
             }
             // Gangs expected to end at the same second are released together.
-            if ends.get(i + 1).is_some_and(|next| next.0 == end) {
+            if ends.peek().is_some_and(|next| next.0 == end) {
                 continue;
             }
-            if !self.quotas.admits(queue, used, want) || !self.cluster.total_free().covers(&total) {
+            if !self.quotas.admits(queue, used, want)
+                || !self.cluster.total_free().covers(&total)
+                || fits < u64::from(request.pods)
+            {
                 continue;
             }
             if let Ok(placement) = self.cluster.place(&request) {
@@ -141,7 +160,7 @@ impl Engine {
                         (h, self.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO))
                     })
                     .collect();
-                found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack });
+                found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack, refused: HashSet::new() });
                 if let Some(nominal) = nominal {
                     let slack_gpus = nominal.saturating_sub(used + want);
                     holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
@@ -174,9 +193,11 @@ impl Engine {
             && end > res.at
         {
             if !res.allows(&placement, request.pod) {
-                placement = self
-                    .place_around(&request, res)
-                    .ok_or(PendingReason::Reservation { holder: res.holder, at: res.at })?;
+                let Some(around) = self.place_around(&request, res) else {
+                    res.refused.insert(request);
+                    return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
+                };
+                placement = around;
             }
             res.consume(&placement, request.pod);
         }

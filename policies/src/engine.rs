@@ -327,6 +327,11 @@ impl Engine {
                 continue;
             }
             let request = gang.placement_request;
+            let end = now.saturating_add(gang.estimate);
+            if let Some(reason) = reservation.as_ref().and_then(|r| r.refuses(&request, end)) {
+                self.set_status(id, reason, None);
+                continue;
+            }
             let placed = match failed_shapes.get(&request) {
                 Some(failure) => Err(failure.clone()),
                 None => self.cluster.place(&request),
@@ -352,7 +357,7 @@ impl Engine {
                     continue;
                 }
             };
-            let candidate = Candidate { request, queue, gpus, end: now.saturating_add(self.gangs[&id].estimate) };
+            let candidate = Candidate { request, queue, gpus, end };
             let placement = match self.respect_reservations(placement, &candidate, reservation.as_mut(), &mut holds) {
                 Ok(p) => p,
                 Err(reason) => {

@@ -69,6 +69,11 @@ impl Cluster {
         self.topo.capacity(DomainId::ROOT)
     }
 
+    /// How many pods of this shape the free capacity holds, host by host, cluster wide.
+    pub fn fit_count(&self, pod: &Resources) -> u64 {
+        self.topo.hosts().fold(0u64, |acc, h| acc.saturating_add(self.host_free(h).fit_count(pod)))
+    }
+
     /// Takes `amount` from a host and every domain above it.
     pub fn allocate(&mut self, host: HostId, amount: Resources) -> Result<()> {
         let d = self.topo.host_domain(host);

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The project's whole test suite, as CI runs it: formatting, lints, the dependency rule of the
+# sans-IO core, and every test of every crate. Needs only the Rust toolchain (cargo with
+# rustfmt and clippy); it installs nothing else because the tests need nothing else.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "cargo is missing: install the Rust toolchain (rustup) first" >&2
+  exit 1
+fi
+
+step "formatting (cargo fmt --check)"
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all -- --check
+else
+  echo "rustfmt is not installed; skipping the format check"
+fi
+
+step "lints (cargo clippy, warnings are errors)"
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --workspace --all-targets --locked -- -D warnings
+else
+  echo "clippy is not installed; skipping lints"
+fi
+
+step "the core crates stay free of kube, tokio and tonic"
+for crate in trainyard-topology trainyard-policies trainyard-simulator; do
+  bad=$(cargo tree -p "$crate" -e normal --prefix none --locked | awk '{print $1}' \
+        | grep -E '^(kube|kube-[a-z]+|k8s-openapi|tokio|tonic)$' | sort -u || true)
+  if [ -n "$bad" ]; then
+    echo "$crate depends on: $bad" >&2
+    exit 1
+  fi
+  echo "$crate: ok"
+done
+
+step "tests (cargo test --workspace)"
+cargo test --workspace --locked

@@ -1,0 +1,56 @@
+//! Help texts: every flag of `simulate` and `trace synth` is documented.
+
+use crate::trainyard;
+
+const SIMULATE_FLAGS: [&str; 8] =
+    ["--cluster", "--trace", "--format", "--policy", "--estimates", "--out", "--skip-bad-rows", "--quiet"];
+
+#[track_caller]
+fn help(args: &[&str]) -> String {
+    let run = trainyard(args);
+    run.assert_success();
+    assert_eq!(run.stderr, "", "trainyard {args:?}");
+    run.stdout
+}
+
+#[track_caller]
+fn assert_mentions(text: &str, flags: &[&str], what: &str) {
+    let missing: Vec<&str> = flags.iter().copied().filter(|f| !text.contains(f)).collect();
+    assert!(missing.is_empty(), "{what} does not mention {missing:?}:\n{text}");
+}
+
+#[test]
+fn simulate_help_mentions_every_flag() {
+    for args in [&["simulate", "--help"][..], &["simulate", "-h"], &["help", "simulate"]] {
+        let text = help(args);
+        assert_mentions(&text, &SIMULATE_FLAGS, &format!("{args:?}"));
+        assert!(text.contains("easy-backfill") && text.contains("fifo"), "{args:?} names the built-in policies");
+    }
+}
+
+#[test]
+fn top_level_help_lists_the_subcommands() {
+    let text = help(&["--help"]);
+    assert!(text.contains("Usage: trainyard <COMMAND>"), "{text}");
+    assert!(text.contains("simulate") && text.contains("trace"), "{text}");
+}
+
+#[test]
+#[ignore = "bug: `trainyard --help` lists only subcommands, none of the simulate flags"]
+fn top_level_help_mentions_every_simulate_flag() {
+    assert_mentions(&help(&["--help"]), &SIMULATE_FLAGS, "trainyard --help");
+}
+
+#[test]
+fn synth_help_mentions_its_flags() {
+    let text = help(&["trace", "synth", "--help"]);
+    assert_mentions(&text, &["--seed", "--jobs", "--format", "--out"], "trainyard trace synth --help");
+}
+
+#[test]
+fn no_subcommand_is_a_usage_error() {
+    let run = trainyard::<&str>(&[]);
+    assert_eq!(run.status.code(), Some(2), "clap's usage-error status");
+    assert_eq!(run.stdout, "");
+    assert!(run.stderr.contains("Usage: trainyard <COMMAND>"), "{}", run.stderr);
+}
