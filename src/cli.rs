@@ -10,11 +10,25 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// controller runs, on a virtual clock, and reports queueing delay, completion time and
 /// utilisation. Run it with no flags for a built-in cluster and trace.
 #[derive(Debug, Parser)]
-#[command(name = "trainyard", version, about, long_about)]
+#[command(name = "trainyard", version, about, long_about, after_help = SIMULATE_FLAGS)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// Shown under the top-level help, so `trainyard --help` covers every flag of the main job.
+const SIMULATE_FLAGS: &str = "\
+Flags of `trainyard simulate` (see `trainyard simulate --help`):
+  --cluster FILE      cluster YAML; default: built-in 512-GPU cluster
+  --trace FILE        trace to replay; default: built-in synthetic trace (seed 42)
+  --format FORMAT     philly | dirlab | csv | jsonl; detected when omitted
+  --policy NAME|FILE  fifo | easy-backfill (default) | a policy YAML file
+  --estimates SOURCE  trace (default) | actual: where runtime estimates come from
+  --out FILE          write the report as JSON
+  --skip-bad-rows     count unparsable trace rows as warnings instead of stopping
+  --quiet             no progress bar, no table
+Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival
+  --gpus-per-host --rack-level --format csv|jsonl --out FILE";
 
 #[derive(Debug, Subcommand)]
 enum Command {

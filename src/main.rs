@@ -11,9 +11,16 @@ fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     match args.run() {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // A reader that stopped listening (`trainyard simulate | head`) is not a failure.
+        Err(err) if is_broken_pipe(&err) => std::process::ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain()
+        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }

@@ -1,7 +1,7 @@
 //! `trainyard simulate`: load inputs, replay with a progress bar, print and write the report.
 
 use std::fs;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -55,11 +55,13 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if !args.quiet {
-        print!("{}", report.render_table());
-        println!("\n{} events, {} scheduling cycles", result.events, result.cycles);
+        let mut text = report.render_table();
+        text.push_str(&format!("\n{} events, {} scheduling cycles\n", result.events, result.cycles));
         if let Some(path) = &args.out {
-            println!("JSON report written to {}", path.display());
+            text.push_str(&format!("JSON report written to {}\n", path.display()));
         }
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("cannot write to standard output")?;
     }
     Ok(())
 }

@@ -36,7 +36,6 @@ fn top_level_help_lists_the_subcommands() {
 }
 
 #[test]
-#[ignore = "bug: `trainyard --help` lists only subcommands, none of the simulate flags"]
 fn top_level_help_mentions_every_simulate_flag() {
     assert_mentions(&help(&["--help"]), &SIMULATE_FLAGS, "trainyard --help");
 }

@@ -69,7 +69,7 @@ impl<'a> Collector<'a> {
     /// so that the earliest job is at 0. An empty result is an error.
     pub fn finish(mut self, shift_to_zero: bool) -> Result<TraceRead, TraceError> {
         if self.jobs.is_empty() {
-            return Err(TraceError::NoJobs { input: self.input.to_string(), skipped: self.skipped.len() });
+            return Err(TraceError::NoJobs { input: self.input.to_string(), skipped: self.skipped });
         }
         if shift_to_zero {
             let earliest = self.jobs.iter().map(|j| j.submit).min().unwrap_or(0);

@@ -64,12 +64,12 @@ pub enum TraceError {
         error: io::Error,
     },
     /// The trace holds no job (empty file, header only, or every row skipped).
-    #[error("{input}: no jobs{}", skipped_note(*.skipped))]
+    #[error("{input}: no jobs{}", skipped_note(.skipped))]
     NoJobs {
         /// Name of the input.
         input: String,
-        /// How many bad rows were skipped on the way.
-        skipped: usize,
+        /// The bad rows skipped on the way, in file order.
+        skipped: Vec<RowWarning>,
     },
     /// The read options cannot work for this format (e.g. zero GPUs per host).
     #[error("{input}: {message}")]
@@ -94,11 +94,12 @@ fn quote_list(names: &[String]) -> String {
     names.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
 }
 
-fn skipped_note(skipped: usize) -> String {
+/// Names the first skipped row, so that a trace whose rows were all bad says why.
+fn skipped_note(skipped: &[RowWarning]) -> String {
     match skipped {
-        0 => String::new(),
-        1 => " (1 bad row skipped)".to_string(),
-        n => format!(" ({n} bad rows skipped)"),
+        [] => String::new(),
+        [only] => format!(" (1 bad row skipped: {only})"),
+        [first, rest @ ..] => format!(" ({} bad rows skipped; the first: {first})", rest.len() + 1),
     }
 }
 
@@ -175,10 +176,11 @@ mod tests {
             found: "c".into(),
         };
         assert_eq!(missing.to_string(), "t.csv: line 1: header is missing column(s) `a`, `b`; found `c`");
-        assert_eq!(TraceError::NoJobs { input: "t.csv".into(), skipped: 0 }.to_string(), "t.csv: no jobs");
+        assert_eq!(TraceError::NoJobs { input: "t.csv".into(), skipped: vec![] }.to_string(), "t.csv: no jobs");
+        let bad = |line| RowWarning { line, message: "field `runtime_s`: must be at least 1".into() };
         assert_eq!(
-            TraceError::NoJobs { input: "t.csv".into(), skipped: 2 }.to_string(),
-            "t.csv: no jobs (2 bad rows skipped)"
+            TraceError::NoJobs { input: "t.csv".into(), skipped: vec![bad(2), bad(3)] }.to_string(),
+            "t.csv: no jobs (2 bad rows skipped; the first: line 2: field `runtime_s`: must be at least 1)"
         );
     }
 }
