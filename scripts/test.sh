@@ -38,4 +38,14 @@ for crate in trainyard-topology trainyard-policies trainyard-simulator; do
 done
 
 step "tests (cargo test --workspace)"
-cargo test --workspace --locked
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line over all test binaries (cargo prints one per binary, the last often a
+# doc-test run with nothing in it).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
+     END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"

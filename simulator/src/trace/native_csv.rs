@@ -189,7 +189,10 @@ mod tests {
         assert_eq!(read("", false).unwrap_err().to_string(), "jobs.csv: no jobs");
         assert_eq!(read(HEADER, false).unwrap_err().to_string(), "jobs.csv: no jobs");
         let all_bad = format!("{HEADER}x,0,0,,t,0,1,1,0,0,\n");
-        assert_eq!(read(&all_bad, true).unwrap_err().to_string(), "jobs.csv: no jobs (1 bad row skipped)");
+        assert_eq!(
+            read(&all_bad, true).unwrap_err().to_string(),
+            "jobs.csv: no jobs (1 bad row skipped: line 2: field `runtime_s`: must be at least 1)"
+        );
     }
 
     #[test]
