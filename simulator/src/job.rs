@@ -27,6 +27,28 @@ pub struct TraceJob {
 }
 
 impl TraceJob {
+    /// A job as public traces record it: one pod shape, no estimate, no priority and no
+    /// topology request.
+    pub fn recorded(
+        id: String,
+        submit: u64,
+        runtime: u64,
+        tenant: String,
+        (pods, pod): (u32, Resources),
+        line: u64,
+    ) -> Self {
+        TraceJob {
+            id,
+            submit,
+            runtime,
+            runtime_estimate: None,
+            tenant,
+            priority: 0,
+            gang: GangShape { pods, pod, topology: trainyard_topology::TopologyRequest::Unconstrained },
+            line,
+        }
+    }
+
     /// Total GPUs of the gang.
     pub fn gpus(&self) -> u64 {
         self.gang.total().gpus

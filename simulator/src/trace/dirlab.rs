@@ -11,8 +11,6 @@
 
 use std::io::Read;
 
-use trainyard_topology::{GangShape, TopologyRequest};
-
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::shape::shape_gang;
@@ -43,16 +41,7 @@ fn parse_row(row: &Row<'_>, submit: u64, gpus_per_host: u32) -> Result<TraceJob,
     let runtime = row.get("run_time", runtime_seconds_whole)?;
     let (pods, pod) =
         shape_gang(gpus, Some(nodes), cpus, gpus_per_host).map_err(|m| RowError::field(row.line, "gpu_num", m))?;
-    Ok(TraceJob {
-        id,
-        submit,
-        runtime,
-        runtime_estimate: None,
-        tenant,
-        priority: 0,
-        gang: GangShape { pods, pod, topology: TopologyRequest::Unconstrained },
-        line: row.line,
-    })
+    Ok(TraceJob::recorded(id, submit, runtime, tenant, (pods, pod), row.line))
 }
 
 #[cfg(test)]

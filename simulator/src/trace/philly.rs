@@ -9,8 +9,6 @@
 
 use std::io::Read;
 
-use trainyard_topology::{GangShape, TopologyRequest};
-
 use super::civil::{SECONDS_FROM_YEAR_1_TO_UNIX, parse_timestamp};
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
@@ -36,16 +34,7 @@ fn parse_row(row: &Row<'_>, gpus_per_host: u32) -> Result<TraceJob, RowError> {
     let gpus = row.get("num_gpus", whole)?;
     let tenant = row.get("cluster", non_empty)?.to_string();
     let (pods, pod) = shape_gang(gpus, None, 0, gpus_per_host).map_err(|m| RowError::field(row.line, "num_gpus", m))?;
-    Ok(TraceJob {
-        id: format!("philly-{}", row.line),
-        submit,
-        runtime,
-        runtime_estimate: None,
-        tenant,
-        priority: 0,
-        gang: GangShape { pods, pod, topology: TopologyRequest::Unconstrained },
-        line: row.line,
-    })
+    Ok(TraceJob::recorded(format!("philly-{}", row.line), submit, runtime, tenant, (pods, pod), row.line))
 }
 
 #[cfg(test)]
