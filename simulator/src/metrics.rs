@@ -246,22 +246,13 @@ impl Summary {
 
 #[cfg(test)]
 mod tests {
-    use trainyard_topology::{GangShape, Resources, TopologyRequest};
+    use trainyard_topology::Resources;
 
     use super::*;
     use crate::job::TraceJob;
 
     fn job(id: &str, tenant: &str, pods: u32, pod: Resources, submit: u64) -> TraceJob {
-        TraceJob {
-            id: id.to_string(),
-            submit,
-            runtime: 1,
-            runtime_estimate: None,
-            tenant: tenant.to_string(),
-            priority: 0,
-            gang: GangShape { pods, pod, topology: TopologyRequest::Unconstrained },
-            line: 0,
-        }
+        TraceJob::recorded(id.to_string(), submit, 1, tenant.to_string(), (pods, pod), 0)
     }
 
     fn finished(job: TraceJob, start: u64, end: u64, backfilled: bool) -> JobOutcome {

@@ -265,22 +265,13 @@ pub fn human_duration_long(secs: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use trainyard_topology::{GangShape, Resources, TopologyRequest};
+    use trainyard_topology::Resources;
 
     use super::*;
     use crate::job::TraceJob;
 
     fn job(id: &str, tenant: &str, gpus: u64, submit: u64) -> TraceJob {
-        TraceJob {
-            id: id.to_string(),
-            submit,
-            runtime: 1,
-            runtime_estimate: None,
-            tenant: tenant.to_string(),
-            priority: 0,
-            gang: GangShape { pods: 1, pod: Resources::gpus(gpus), topology: TopologyRequest::Unconstrained },
-            line: 0,
-        }
+        TraceJob::recorded(id.to_string(), submit, 1, tenant.to_string(), (1, Resources::gpus(gpus)), 0)
     }
 
     fn outcomes() -> Vec<JobOutcome> {
