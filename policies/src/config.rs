@@ -14,6 +14,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
+use trainyard_topology::InputError;
 
 use crate::{Error, Result};
 
@@ -108,13 +109,9 @@ impl PolicyConfig {
 
     /// Parses and checks a policy file; `source_name` prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<PolicyConfig> {
-        let file: PolicyFile = serde_saphyr::from_str(text)
-            .map_err(|e| Error::Syntax { source_name: source_name.to_string(), message: e.to_string() })?;
-        let invalid = |line: u64, field: String, message: String| Error::Invalid {
-            source_name: source_name.to_string(),
-            location: format!("line {line}: "),
-            field,
-            message,
+        let file: PolicyFile = serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e))?;
+        let invalid = |line: u64, field: String, message: String| {
+            Error::from(InputError::invalid(source_name, Some(line), field, message))
         };
         let default_runtime_estimate_s = match &file.default_runtime_estimate {
             None => DEFAULT_RUNTIME_ESTIMATE_S,

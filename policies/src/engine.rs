@@ -224,13 +224,13 @@ impl Engine {
 
     /// Why a pending gang is waiting; `None` if it is not pending.
     pub fn pending_status(&self, id: GangId) -> Option<PendingStatus> {
-        let GangState::Pending { status, cycle } = &self.gangs.get(&id)?.state else {
+        let gang = self.gangs.get(&id)?;
+        let GangState::Pending { status, cycle } = &gang.state else {
             return None;
         };
         if *cycle >= self.cycle {
             return Some(status.clone());
         }
-        let gang = &self.gangs[&id];
         let reason = match &self.blanket {
             Some(Blanket::QueuedBehind(head)) => PendingReason::QueuedBehind { head: *head },
             Some(Blanket::ClusterFull(free)) => {

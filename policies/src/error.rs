@@ -7,26 +7,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// and [`crate::Unschedulable`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// The policy YAML did not parse; the message has line, column and a snippet.
-    #[error("{source_name}: {message}")]
-    Syntax {
-        /// File the text came from.
-        source_name: String,
-        /// Parser message.
-        message: String,
-    },
-    /// The policy parsed but a field makes no sense.
-    #[error("{source_name}: {location}field `{field}`: {message}")]
-    Invalid {
-        /// File the text came from.
-        source_name: String,
-        /// `line N: ` when known.
-        location: String,
-        /// Path of the field, e.g. `queues[2].nominal_gpus`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
+    /// The policy file is malformed.
+    #[error(transparent)]
+    Input(#[from] trainyard_topology::InputError),
     /// A gang id was submitted twice.
     #[error("gang {0} is already known to the engine")]
     DuplicateGang(crate::GangId),

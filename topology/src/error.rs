@@ -3,10 +3,10 @@
 /// Result with this crate's error.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong while building or mutating a cluster model.
-/// "Does not fit" is not an error: placement returns a [`crate::PlacementFailure`] value.
+/// A configuration file (cluster, policy) that cannot be used, named by file, line and field.
+/// Shared by every crate that reads YAML so that all of them report bad input alike.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
+pub enum InputError {
     /// The YAML did not parse or did not match the schema; the message carries line and column.
     #[error("{source_name}: {message}")]
     Syntax {
@@ -15,18 +15,44 @@ pub enum Error {
         /// The parser's message, with line, column and a snippet.
         message: String,
     },
-    /// The YAML parsed but describes an impossible cluster.
-    #[error("{source_name}: {location}field `{field}`: {message}")]
+    /// The YAML parsed but a field makes no sense.
+    #[error("{source_name}: {}field `{field}`: {message}", line.map(|l| format!("line {l}: ")).unwrap_or_default())]
     Invalid {
         /// File (or other source) the text came from.
         source_name: String,
-        /// `line N: ` when known, else empty.
-        location: String,
+        /// Line of the field, when known.
+        line: Option<u64>,
         /// Path of the offending field, e.g. `nodes[3].at.rack`.
         field: String,
         /// What is wrong with it.
         message: String,
     },
+}
+
+impl InputError {
+    /// A parser error, prefixed with the source's name.
+    pub fn syntax(source_name: &str, message: impl std::fmt::Display) -> InputError {
+        InputError::Syntax { source_name: source_name.to_string(), message: message.to_string() }
+    }
+
+    /// A field whose value cannot be used.
+    pub fn invalid(
+        source_name: &str,
+        line: Option<u64>,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> InputError {
+        InputError::Invalid { source_name: source_name.to_string(), line, field: field.into(), message: message.into() }
+    }
+}
+
+/// Everything that can go wrong while building or mutating a cluster model.
+/// "Does not fit" is not an error: placement returns a [`crate::PlacementFailure`] value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The cluster description is malformed.
+    #[error(transparent)]
+    Input(#[from] InputError),
     /// An allocation asked for more than a host has free: an accounting bug in the caller.
     #[error("host `{host}` has {free} free, cannot allocate {asked}")]
     Overcommit {

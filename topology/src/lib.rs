@@ -18,7 +18,7 @@ mod resources;
 mod spec;
 
 pub use cluster::{Cluster, Txn};
-pub use error::{Error, Result};
+pub use error::{Error, InputError, Result};
 pub use model::{Domain, DomainId, HostId, LevelConstraint, Topology};
 pub use placement::{Placement, PlacementFailure, PlacementRequest};
 pub use request::{GangShape, ParseTopologyRequestError, TopologyRequest};

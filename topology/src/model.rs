@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::{Error, ResolvedSpec, Resources, Result, TopologyRequest};
+use crate::{Error, InputError, ResolvedSpec, Resources, Result, TopologyRequest};
 
 /// Index of a domain (any level, including hosts and the cluster root).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -75,12 +75,8 @@ impl Topology {
                 let key = &node.path[..depth];
                 let is_host = depth == node.path.len();
                 if is_host && by_path.contains_key(key) {
-                    return Err(Error::Invalid {
-                        source_name: spec.name.clone(),
-                        location: String::new(),
-                        field: "nodes".into(),
-                        message: format!("node `{}` appears twice", node.path.join("/")),
-                    });
+                    let message = format!("node `{}` appears twice", node.path.join("/"));
+                    return Err(InputError::invalid(&spec.name, None, "nodes", message).into());
                 }
                 parent = *by_path.entry(key).or_insert_with(|| {
                     let child = graph.add_node(Domain { name: key[depth - 1].clone(), depth: depth as u8 });
@@ -117,12 +113,9 @@ impl Topology {
         for (h, cap) in topo.hosts.iter().zip(&host_capacity) {
             let mut d = *h;
             loop {
-                capacity[d as usize] = capacity[d as usize].checked_add(cap).ok_or_else(|| Error::Invalid {
-                    source_name: spec.name.clone(),
-                    location: String::new(),
-                    field: "nodes".into(),
-                    message: "total capacity overflows".into(),
-                })?;
+                capacity[d as usize] = capacity[d as usize]
+                    .checked_add(cap)
+                    .ok_or_else(|| InputError::invalid(&spec.name, None, "nodes", "total capacity overflows"))?;
                 if d == 0 {
                     break;
                 }

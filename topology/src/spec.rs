@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::{Error, Resources, Result};
+use crate::{Error, InputError, Resources, Result};
 
 /// A whole cluster description, as written in YAML.
 #[derive(Debug, Clone, Deserialize)]
@@ -119,17 +119,13 @@ pub struct ResolvedSpec {
 impl ClusterSpec {
     /// Parses YAML text; `source_name` (usually the file name) prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<ClusterSpec> {
-        serde_saphyr::from_str(text)
-            .map_err(|e| Error::Syntax { source_name: source_name.to_string(), message: e.to_string() })
+        serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e).into())
     }
 
     /// Checks the description and expands it into a flat node list.
     pub fn resolve(&self, source_name: &str) -> Result<ResolvedSpec> {
-        let invalid = |line: Option<usize>, field: String, message: String| Error::Invalid {
-            source_name: source_name.to_string(),
-            location: line.map(|l| format!("line {l}: ")).unwrap_or_default(),
-            field,
-            message,
+        let invalid = |line: Option<u64>, field: String, message: String| {
+            Error::from(InputError::invalid(source_name, line, field, message))
         };
         if self.levels.is_empty() {
             return Err(invalid(None, "levels".into(), "at least one level (the node level) is needed".into()));
@@ -137,7 +133,7 @@ impl ClusterSpec {
         let mut seen = BTreeSet::new();
         for (i, level) in self.levels.iter().enumerate() {
             let name = level.value.trim();
-            let line = Some(level.referenced.line() as usize);
+            let line = Some(level.referenced.line());
             if name.is_empty() || name.contains(':') || name.contains(char::is_whitespace) {
                 return Err(invalid(line, format!("levels[{i}]"), format!("`{name}` is not a valid level name")));
             }
@@ -164,14 +160,14 @@ impl ClusterSpec {
     }
 }
 
-type Invalid<'a> = dyn Fn(Option<usize>, String, String) -> Error + 'a;
+type Invalid<'a> = dyn Fn(Option<u64>, String, String) -> Error + 'a;
 
 fn generate_nodes(
     levels: &[String],
     generate: &Spanned<GenerateSpec>,
     invalid: &Invalid<'_>,
 ) -> Result<Vec<NodeEntry>> {
-    let line = Some(generate.referenced.line() as usize);
+    let line = Some(generate.referenced.line());
     let spec = &generate.value;
     if spec.counts.len() != levels.len() {
         return Err(invalid(
@@ -237,7 +233,7 @@ fn list_nodes(levels: &[String], listed: &[Spanned<NodeSpec>], invalid: &Invalid
     let mut nodes = Vec::with_capacity(listed.len());
     for (i, spanned) in listed.iter().enumerate() {
         let node = &spanned.value;
-        let line = Some(spanned.referenced.line() as usize);
+        let line = Some(spanned.referenced.line());
         if node.name.trim().is_empty() {
             return Err(invalid(line, format!("nodes[{i}].name"), "must not be empty".into()));
         }
