@@ -15,6 +15,7 @@ mod model;
 mod placement;
 mod request;
 mod resources;
+pub mod sources;
 mod spec;
 
 pub use cluster::{Cluster, Txn};
