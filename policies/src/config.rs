@@ -7,6 +7,7 @@
 //!   - {name: team-a, nominal_gpus: 64}
 //!   - {name: team-b, nominal_gpus: 32}
 //! undeclared_queues: unlimited    # unlimited | reject: gangs naming a queue not listed above
+//! placement: trainyard            # trainyard | greedy | first-fit | kueue-best-fit | slurm-tree
 //! ```
 
 use std::collections::BTreeSet;
@@ -14,7 +15,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
-use trainyard_topology::InputError;
+use trainyard_topology::{InputError, PlacementPolicy};
 
 use crate::{Error, Result};
 
@@ -70,6 +71,8 @@ pub struct PolicyConfig {
     pub queues: Vec<QueueConfig>,
     /// Treatment of queues not declared.
     pub undeclared_queues: UndeclaredQueues,
+    /// How gangs are mapped onto hosts.
+    pub placement: PlacementPolicy,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +88,8 @@ struct PolicyFile {
     queues: Vec<Spanned<QueueConfig>>,
     #[serde(default)]
     undeclared_queues: UndeclaredQueues,
+    #[serde(default)]
+    placement: PlacementPolicy,
 }
 
 /// Names of the built-in policies, for help texts.
@@ -104,6 +109,7 @@ impl PolicyConfig {
             default_runtime_estimate_s: DEFAULT_RUNTIME_ESTIMATE_S,
             queues: Vec::new(),
             undeclared_queues: UndeclaredQueues::Unlimited,
+            placement: PlacementPolicy::default(),
         })
     }
 
@@ -151,6 +157,7 @@ impl PolicyConfig {
             default_runtime_estimate_s,
             queues: file.queues.into_iter().map(|q| q.value).collect(),
             undeclared_queues: file.undeclared_queues,
+            placement: file.placement,
         })
     }
 }
@@ -212,7 +219,7 @@ mod tests {
     #[test]
     fn a_full_policy_file_parses() {
         let p = PolicyConfig::from_yaml(
-            "backfill: none\ndefault_runtime_estimate: 2h\nqueues:\n  - {name: a, nominal_gpus: 8}\nundeclared_queues: reject\n",
+            "backfill: none\ndefault_runtime_estimate: 2h\nqueues:\n  - {name: a, nominal_gpus: 8}\nundeclared_queues: reject\nplacement: slurm-tree\n",
             "strict.yaml",
         )
         .unwrap();
@@ -221,6 +228,13 @@ mod tests {
         assert_eq!(p.default_runtime_estimate_s, 7200);
         assert_eq!(p.queues, vec![QueueConfig { name: "a".into(), nominal_gpus: 8 }]);
         assert_eq!(p.undeclared_queues, UndeclaredQueues::Reject);
+        assert_eq!(p.placement, PlacementPolicy::SlurmTree);
+    }
+
+    #[test]
+    fn an_unknown_placement_policy_names_the_line() {
+        let err = PolicyConfig::from_yaml("backfill: easy\nplacement: best\n", "p.yaml").unwrap_err().to_string();
+        assert!(err.contains("p.yaml") && err.contains("line 2") && err.contains("best"), "{err}");
     }
 
     #[test]

@@ -105,8 +105,9 @@ pub struct Engine {
 
 impl Engine {
     /// An engine over an (empty or partly used) cluster with a policy.
-    pub fn new(cluster: Cluster, config: PolicyConfig) -> Engine {
+    pub fn new(mut cluster: Cluster, config: PolicyConfig) -> Engine {
         let quotas = Quotas::new(&config);
+        cluster.set_placement_policy(config.placement);
         Engine {
             cluster,
             config,

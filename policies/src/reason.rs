@@ -52,6 +52,13 @@ pub enum PendingReason {
         /// The blocked gang at the head.
         head: GangId,
     },
+    /// The gang's pod count is not a multiple of its slice size.
+    BadSlice {
+        /// Pods in the gang.
+        pods: u32,
+        /// Pods per slice asked for.
+        size: u32,
+    },
 }
 
 /// A pending gang's reason plus its reservation, if it holds one.
@@ -71,6 +78,7 @@ impl From<PlacementFailure> for PendingReason {
             PlacementFailure::Topology { level, pods, best_domain_fit } => {
                 PendingReason::Topology { level, pods, best_domain_fit }
             }
+            PlacementFailure::BadSlice { pods, size } => PendingReason::BadSlice { pods, size },
         }
     }
 }
@@ -93,6 +101,9 @@ impl fmt::Display for PendingReason {
                 write!(f, "reservation: starting now would delay gang {holder}, reserved to start at t={at}s")
             }
             PendingReason::QueuedBehind { head } => write!(f, "queued behind gang {head} (strict FIFO)"),
+            PendingReason::BadSlice { pods, size } => {
+                write!(f, "slices: {pods} pods cannot be cut into slices of {size}")
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 //! O(depth). While a transaction is open, each change is journaled; rolling back replays
 //! the journal backwards, so a gang that does not fully fit leaves no trace.
 
-use crate::placement::{self, Placement, PlacementFailure, PlacementRequest};
+use crate::placement::{self, CostModel, Placement, PlacementFailure, PlacementPolicy, PlacementRequest};
 use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
 
 /// A mark in the journal; pass it back to [`Cluster::rollback`] or [`Cluster::commit`].
@@ -28,6 +28,8 @@ pub struct Cluster {
     journal: Vec<Change>,
     open_txns: usize,
     scratch: placement::Scratch,
+    policy: PlacementPolicy,
+    model: CostModel,
 }
 
 impl Cluster {
@@ -35,7 +37,35 @@ impl Cluster {
     pub fn new(topo: Topology) -> Cluster {
         let free = topo.capacities().to_vec();
         let scratch = placement::Scratch::new(topo.domain_count(), topo.host_depth());
-        Cluster { topo, free, journal: Vec::new(), open_txns: 0, scratch }
+        Cluster {
+            topo,
+            free,
+            journal: Vec::new(),
+            open_txns: 0,
+            scratch,
+            policy: PlacementPolicy::default(),
+            model: CostModel::default(),
+        }
+    }
+
+    /// Chooses how [`Cluster::place`] maps gangs onto hosts.
+    pub fn set_placement_policy(&mut self, policy: PlacementPolicy) {
+        self.policy = policy;
+    }
+
+    /// The policy [`Cluster::place`] uses.
+    pub fn placement_policy(&self) -> PlacementPolicy {
+        self.policy
+    }
+
+    /// The cost model placements are judged by.
+    pub fn cost_model(&self) -> &CostModel {
+        &self.model
+    }
+
+    /// Free capacity of every domain, indexed by domain.
+    pub fn free_all(&self) -> &[Resources] {
+        &self.free
     }
 
     /// Parses, validates and builds a cluster from YAML.
@@ -173,14 +203,24 @@ impl Cluster {
         }
     }
 
-    /// Finds where a gang would go now, without allocating anything.
+    /// Finds where a gang would go now under the cluster's policy, without allocating anything.
     pub fn place(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
-        placement::place(&self.topo, &self.free, request, &mut self.scratch)
+        self.place_with(self.policy, request)
+    }
+
+    /// Finds where a gang would go now under `policy`, without allocating anything.
+    pub fn place_with(
+        &mut self,
+        policy: PlacementPolicy,
+        request: &PlacementRequest,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        placement::place(&self.topo, &self.free, request, policy, &self.model, &mut self.scratch)
     }
 
     /// Finds where a gang would go on the empty cluster: `Err` means it can never run here.
     pub fn place_on_empty(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
-        placement::place(&self.topo, self.topo.capacities(), request, &mut self.scratch)
+        let (topo, model) = (&self.topo, &self.model);
+        placement::place(topo, topo.capacities(), request, PlacementPolicy::Greedy, model, &mut self.scratch)
     }
 }
 

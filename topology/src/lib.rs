@@ -20,8 +20,11 @@ mod spec;
 
 pub use cluster::{Cluster, Txn};
 pub use error::{Error, InputError, Result};
-pub use model::{Domain, DomainId, HostId, LevelConstraint, Topology};
-pub use placement::{Placement, PlacementFailure, PlacementRequest};
+pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topology};
+pub use placement::{
+    CostModel, ParsePlacementPolicyError, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, SearchPath,
+    Spans,
+};
 pub use request::{GangShape, ParseTopologyRequestError, TopologyRequest};
 pub use resources::Resources;
 pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec};

@@ -43,6 +43,23 @@ pub struct LevelConstraint {
     pub top_depth: u8,
     /// Depth the request prefers, when it named one.
     pub preferred_depth: Option<u8>,
+    /// Every slice of `size` pods inside one domain of `depth`, when the request slices the gang.
+    pub slice: Option<SliceConstraint>,
+}
+
+/// A gang cut into slices of `size` pods, each slice inside one domain at `depth`
+/// (Kueue's `podset-slice-required-topology` and `podset-slice-size`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SliceConstraint {
+    /// Depth of the level every slice must stay within.
+    pub depth: u8,
+    /// Pods per slice; the gang's pod count must be a multiple of it.
+    pub size: u32,
+}
+
+impl LevelConstraint {
+    /// Anywhere in the cluster.
+    pub const UNCONSTRAINED: LevelConstraint = LevelConstraint { top_depth: 0, preferred_depth: None, slice: None };
 }
 
 /// The cluster's tree of domains.
@@ -262,13 +279,13 @@ impl Topology {
     /// Resolves a request's level name to depths.
     pub fn resolve(&self, request: &TopologyRequest) -> Result<LevelConstraint> {
         Ok(match request {
-            TopologyRequest::Unconstrained => LevelConstraint { top_depth: 0, preferred_depth: None },
+            TopologyRequest::Unconstrained => LevelConstraint::UNCONSTRAINED,
             TopologyRequest::Preferred(level) => {
-                LevelConstraint { top_depth: 0, preferred_depth: Some(self.level_depth(level)?) }
+                LevelConstraint { preferred_depth: Some(self.level_depth(level)?), ..LevelConstraint::UNCONSTRAINED }
             }
             TopologyRequest::Required(level) => {
                 let depth = self.level_depth(level)?;
-                LevelConstraint { top_depth: depth, preferred_depth: Some(depth) }
+                LevelConstraint { top_depth: depth, preferred_depth: Some(depth), slice: None }
             }
         })
     }

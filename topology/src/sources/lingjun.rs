@@ -16,7 +16,8 @@ pub const LEVELS: [&str; 4] = ["dsw", "psw", "tor", "host"];
 /// Parses `topo.csv`. Rows with an empty field are reported and left out; a header other
 /// than `ip,DSW,PSW,ASW` or a host listed twice is an error naming the line.
 pub fn parse(text: &str, source_name: &str, defaults: HostDefaults) -> Result<LoadedTopology> {
-    let invalid = |line: usize, field: &str, message: String| InputError::invalid(source_name, Some(line as u64), field, message);
+    let invalid =
+        |line: usize, field: &str, message: String| InputError::invalid(source_name, Some(line as u64), field, message);
     let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
     let header = lines.find(|(_, l)| !l.trim().is_empty());
     match header {
@@ -54,11 +55,8 @@ pub fn parse(text: &str, source_name: &str, defaults: HostDefaults) -> Result<Lo
     if nodes.is_empty() {
         return Err(invalid(1, "rows", "no hosts".to_string()).into());
     }
-    let spec = ResolvedSpec {
-        name: source_name.to_string(),
-        levels: LEVELS.iter().map(|l| l.to_string()).collect(),
-        nodes,
-    };
+    let spec =
+        ResolvedSpec { name: source_name.to_string(), levels: LEVELS.iter().map(|l| l.to_string()).collect(), nodes };
     Ok(LoadedTopology { spec, warnings })
 }
 
@@ -94,7 +92,8 @@ mod tests {
     fn bad_headers_and_duplicates_name_the_line() {
         let err = parse("ip,PSW\n", "t.csv", HostDefaults::default()).unwrap_err().to_string();
         assert!(err.contains("t.csv: line 1") && err.contains("ip,DSW,PSW,ASW"), "{err}");
-        let err = parse("ip,DSW,PSW,ASW\na,G,P,S\na,G,P,T\n", "t.csv", HostDefaults::default()).unwrap_err().to_string();
+        let err =
+            parse("ip,DSW,PSW,ASW\na,G,P,S\na,G,P,T\n", "t.csv", HostDefaults::default()).unwrap_err().to_string();
         assert!(err.contains("line 3") && err.contains("listed twice"), "{err}");
     }
 }

@@ -1,19 +1,11 @@
-//! Placement behaviour on hand-made clusters, and its invariants on random ones.
+//! The greedy search on hand-made clusters, and its invariants on random ones.
 
 use proptest::prelude::*;
 use trainyard_topology::{
-    Cluster, DomainId, HostId, LevelConstraint, NodeEntry, PlacementFailure, PlacementRequest, ResolvedSpec, Resources,
-    Topology, TopologyRequest,
+    DomainId, HostId, LevelConstraint, PlacementFailure, PlacementPolicy, PlacementRequest, Resources,
 };
 
-fn cluster(yaml: &str) -> Cluster {
-    Cluster::from_yaml(yaml, "test.yaml").unwrap()
-}
-
-fn request(c: &Cluster, pods: u32, gpus: u64, topology: &str) -> PlacementRequest {
-    let constraint = c.topology().resolve(&topology.parse::<TopologyRequest>().unwrap()).unwrap();
-    PlacementRequest { pods, pod: Resources::gpus(gpus), constraint }
-}
+use crate::common::{arb_cluster, brute_fits, cluster, request};
 
 const TWO_RACKS: &str = "name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n";
 
@@ -83,49 +75,6 @@ fn the_generated_philly_cluster_has_2490_gpus() {
     assert_eq!(c.topology().host_count(), 312);
 }
 
-/// A random tree with 1-3 levels above the hosts and up to 12 hosts, with random usage.
-fn arb_cluster() -> impl Strategy<Value = (Cluster, Vec<u64>)> {
-    (1usize..=3, prop::collection::vec((1u64..=8, 0u64..=8, 0u8..4, 0u8..3), 1..=12)).prop_map(|(upper, hosts)| {
-        let mut levels: Vec<String> = ["block", "rack", "pod"][..upper].iter().map(|s| s.to_string()).collect();
-        levels.push("host".into());
-        let nodes = hosts
-            .iter()
-            .enumerate()
-            .map(|(i, &(gpus, _, a, b))| {
-                let mut path: Vec<String> =
-                    [format!("a{a}"), format!("b{b}"), format!("c{}", (a + b) % 2)][..upper].to_vec();
-                path.push(format!("h{i}"));
-                NodeEntry { path, capacity: Resources::gpus(gpus) }
-            })
-            .collect();
-        let spec = ResolvedSpec { name: "rnd".into(), levels, nodes };
-        let mut cluster = Cluster::new(Topology::build(&spec).unwrap());
-        let used: Vec<u64> = hosts.iter().map(|&(gpus, used, _, _)| used.min(gpus)).collect();
-        for (h, &u) in used.iter().enumerate() {
-            cluster.allocate(HostId(h as u32), Resources::gpus(u)).unwrap();
-        }
-        (cluster, used)
-    })
-}
-
-/// Pods of `gpus` that fit in each domain, by brute force over hosts.
-fn brute_fits(c: &Cluster, gpus: u64) -> Vec<u64> {
-    let topo = c.topology();
-    let mut fits = vec![0u64; topo.domain_count()];
-    for h in topo.hosts() {
-        let n = c.host_free(h).gpus / gpus;
-        let mut d = topo.host_domain(h);
-        loop {
-            fits[d.0 as usize] += n;
-            match topo.parent(d) {
-                Some(p) => d = p,
-                None => break,
-            }
-        }
-    }
-    fits
-}
-
 proptest! {
     #[test]
     fn placement_is_whole_valid_lowest_and_complete(
@@ -133,7 +82,7 @@ proptest! {
     ) {
         let topo = c.topology().clone();
         let top = top.min(topo.host_depth());
-        let constraint = LevelConstraint { top_depth: if required { top } else { 0 }, preferred_depth: None };
+        let constraint = LevelConstraint { top_depth: if required { top } else { 0 }, preferred_depth: None, slice: None };
         let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint };
         let fits = brute_fits(&c, gpus);
         let lowest_fitting_depth = (0..topo.domain_count())
@@ -141,7 +90,7 @@ proptest! {
             .map(|d| topo.depth(DomainId(d as u32)))
             .max();
         let before: Vec<Resources> = topo.hosts().map(|h| c.host_free(h)).collect();
-        match c.place(&req) {
+        match c.place_with(PlacementPolicy::Greedy, &req) {
             Ok(p) => {
                 prop_assert_eq!(p.hosts.len(), pods as usize);
                 prop_assert_eq!(Some(p.depth), lowest_fitting_depth);

@@ -1,0 +1,156 @@
+//! Gang placement: what a gang asks, where it goes, and the policies that decide.
+//!
+//! Every policy sees the same inputs (the tree, free capacity per domain, the request) and
+//! returns a [`Placement`] or a [`PlacementFailure`]. `trainyard` runs the greedy search and
+//! then the exact tree search of `exact.rs`, keeping the cheaper answer under the cost model
+//! of `cost.rs`; the baselines reproduce how other schedulers choose, for comparison.
+
+mod baselines;
+pub(crate) mod cost;
+mod exact;
+pub(crate) mod greedy;
+mod policy;
+
+pub use cost::{CostModel, Spans};
+pub use policy::{ParsePlacementPolicyError, PlacementPolicy};
+
+use crate::{DomainId, HostId, LevelConstraint, Resources, Topology};
+
+/// What to place: `pods` copies of `pod`, within `constraint`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PlacementRequest {
+    /// Number of pods in the gang.
+    pub pods: u32,
+    /// Resources of each pod.
+    pub pod: Resources,
+    /// Resolved topology request.
+    pub constraint: LevelConstraint,
+}
+
+impl PlacementRequest {
+    /// Resources of the whole gang (saturating: a gang that large never fits anyway).
+    pub fn total(&self) -> Resources {
+        self.pod.checked_mul(u64::from(self.pods)).unwrap_or(Resources {
+            gpus: u64::MAX,
+            cpu_milli: u64::MAX,
+            memory_mib: u64::MAX,
+        })
+    }
+}
+
+/// Which search produced a placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SearchPath {
+    /// trainyard's greedy search (lowest level, best fit).
+    Greedy,
+    /// trainyard's exact search over the tree; the answer is optimal under the cost model.
+    Exact,
+    /// A baseline policy (first-fit, Kueue BestFit, Slurm tree).
+    Baseline,
+}
+
+/// Where every pod of a gang goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// Host of pod `i`.
+    pub hosts: Vec<HostId>,
+    /// The smallest domain that contains every pod.
+    pub domain: DomainId,
+    /// Depth of that domain (0 = spans the whole cluster).
+    pub depth: u8,
+    /// Cost under the cost model, on the free capacity the placement was made for.
+    pub cost: u64,
+    /// The search that produced it.
+    pub path: SearchPath,
+    /// A proven lower bound on the cost of any placement of this request; equal to `cost`
+    /// when the answer is known to be optimal, `None` when no bound was computed.
+    pub lower_bound: Option<u64>,
+}
+
+impl Placement {
+    /// `(host, pods on it)`, sorted by host.
+    pub fn per_host(&self) -> Vec<(HostId, u32)> {
+        let mut hosts = self.hosts.clone();
+        hosts.sort_unstable();
+        let mut out: Vec<(HostId, u32)> = Vec::new();
+        for h in hosts {
+            match out.last_mut() {
+                Some((last, n)) if *last == h => *n += 1,
+                _ => out.push((h, 1)),
+            }
+        }
+        out
+    }
+
+    /// The optimality gap (`cost - lower bound`), when a bound is known.
+    pub fn gap(&self) -> Option<u64> {
+        self.lower_bound.map(|lb| self.cost.saturating_sub(lb))
+    }
+}
+
+/// Why a gang does not fit now. An expected outcome, not an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlacementFailure {
+    /// The whole cluster cannot hold the gang: not enough free, or free only in pieces too small for a pod.
+    Capacity {
+        /// What the gang needs in total.
+        requested: Resources,
+        /// What the cluster has free in total.
+        free: Resources,
+    },
+    /// The cluster could hold the gang, but no single domain of the required level can.
+    Topology {
+        /// The required level.
+        level: String,
+        /// Pods the gang has.
+        pods: u32,
+        /// Most pods any one domain of that level could take now.
+        best_domain_fit: u64,
+    },
+    /// The request cannot be met as written: its pod count is not a multiple of its slice size,
+    /// or the slice level lies above the level the whole gang must stay within.
+    BadSlice {
+        /// Pods the gang has.
+        pods: u32,
+        /// The slice size asked for.
+        size: u32,
+    },
+}
+
+/// Per-placement working memory, kept between calls to avoid allocation.
+#[derive(Clone, Debug)]
+pub(crate) struct Scratch {
+    pub(crate) greedy: greedy::Scratch,
+    pub(crate) exact: exact::Scratch,
+}
+
+impl Scratch {
+    pub(crate) fn new(domains: usize, host_depth: u8) -> Scratch {
+        Scratch { greedy: greedy::Scratch::new(domains, host_depth), exact: exact::Scratch::default() }
+    }
+}
+
+/// Places a gang over the given free capacities (indexed by domain) with `policy`.
+pub(crate) fn place(
+    topo: &Topology,
+    free: &[Resources],
+    request: &PlacementRequest,
+    policy: PlacementPolicy,
+    model: &CostModel,
+    scratch: &mut Scratch,
+) -> Result<Placement, PlacementFailure> {
+    match policy {
+        PlacementPolicy::Greedy => greedy::place(topo, free, request, model, &mut scratch.greedy),
+        PlacementPolicy::Trainyard => {
+            let greedy = greedy::place(topo, free, request, model, &mut scratch.greedy)?;
+            match exact::place(topo, free, request, model, &scratch.greedy, &mut scratch.exact) {
+                Some(exact) if exact.cost < greedy.cost => Ok(exact),
+                Some(exact) => Ok(Placement { lower_bound: exact.lower_bound, ..greedy }),
+                None => Ok(greedy),
+            }
+        }
+        PlacementPolicy::FirstFit => baselines::first_fit(topo, free, request, model, &mut scratch.greedy),
+        PlacementPolicy::KueueBestFit => baselines::kueue_best_fit(topo, free, request, model, &mut scratch.greedy),
+        PlacementPolicy::SlurmTree => baselines::slurm_tree(topo, free, request, model, &mut scratch.greedy),
+    }
+}
