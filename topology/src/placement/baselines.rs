@@ -215,7 +215,8 @@ pub(crate) fn slurm_tree(
     if depth + 1 >= h {
         fill_in_order(topo, &units, fits, switch, units.need(depth), &mut hosts);
     } else {
-        let leaf_depth = h - 1;
+        // Slices are chosen whole: leaves are then the slice-level domains.
+        let leaf_depth = (h - 1).min(units.slice_depth).max(depth + 1);
         let mut leaves: Vec<DomainId> = domains_under(topo, fits, switch, leaf_depth).collect();
         let mut remaining = units.need(leaf_depth);
         while remaining > 0 {

@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! cost = sum over used domains D (every level, hosts included) of weight(level of D)
-//!      + sum over used hosts h of stranded_weight * (GPUs h has left free) / (GPUs h has)
+//!      + stranded_per_gpu * (GPUs left free on the hosts the gang uses)
 //! weight(host level) = host_weight, and each level up multiplies it by level_factor
+//! defaults: host_weight 1024, level_factor 4, stranded_per_gpu 64
 //! ```
 //! The first term counts boundaries the gang's traffic must cross: a second rack costs
 //! `level_factor` times a second host. The second term breaks ties toward hosts the gang
@@ -19,13 +20,13 @@ pub struct CostModel {
     pub host_weight: u64,
     /// How much more a domain one level up costs than one level down.
     pub level_factor: u64,
-    /// Cost of leaving a used host completely empty (scaled by the share left free).
-    pub stranded_weight: u64,
+    /// Cost of each GPU left free on a host the gang uses.
+    pub stranded_per_gpu: u64,
 }
 
 impl Default for CostModel {
     fn default() -> CostModel {
-        CostModel { host_weight: 1024, level_factor: 4, stranded_weight: 512 }
+        CostModel { host_weight: 1024, level_factor: 4, stranded_per_gpu: 64 }
     }
 }
 
@@ -39,14 +40,10 @@ impl CostModel {
         self.host_weight.saturating_mul(self.level_factor.saturating_pow(up))
     }
 
-    /// Cost of putting `k >= 1` pods on a host with `free` left of `capacity`.
-    pub fn host_cost(&self, free: Resources, capacity: Resources, pod: Resources, k: u64, host_depth: u8) -> u64 {
-        let weight = self.weight(host_depth, host_depth);
-        if capacity.gpus == 0 {
-            return weight;
-        }
+    /// Cost of putting `k >= 1` pods on a host with `free` left.
+    pub fn host_cost(&self, free: Resources, pod: Resources, k: u64, host_depth: u8) -> u64 {
         let left = free.gpus.saturating_sub(pod.gpus.saturating_mul(k));
-        weight + self.stranded_weight * left / capacity.gpus
+        self.weight(host_depth, host_depth) + self.stranded_per_gpu * left
     }
 
     /// Cost of a placement given as `(host, pods)` pairs, on the free capacity before it.
@@ -58,7 +55,7 @@ impl CostModel {
             .iter()
             .map(|&(host, k)| {
                 let d = topo.host_domain(host);
-                self.host_cost(free[d.0 as usize], topo.capacity(d), pod, u64::from(k), h)
+                self.host_cost(free[d.0 as usize], pod, u64::from(k), h)
             })
             .sum();
         domains + hosts

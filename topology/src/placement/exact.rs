@@ -165,7 +165,7 @@ impl Search<'_> {
             let mut t = vec![INF; cap + 1];
             t[0] = 0;
             for (k, slot) in t.iter_mut().enumerate().skip(1) {
-                *slot = self.model.host_cost(self.free[d.0 as usize], topo.capacity(d), self.pod, k as u64, h);
+                *slot = self.model.host_cost(self.free[d.0 as usize], self.pod, k as u64, h);
             }
             t
         } else {

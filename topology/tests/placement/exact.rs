@@ -23,7 +23,7 @@ fn allowed(topo: &Topology, fits: &[u64], req: &PlacementRequest, per_host: &[(H
     if let Some(p) = c.preferred_depth.filter(|&p| p > top) {
         let held = (0..topo.domain_count() as u32)
             .map(DomainId)
-            .any(|d| topo.depth(d) == p && fits[d.0 as usize] >= u64::from(req.pods));
+            .any(|d| topo.depth(d) == p && usable_pods(topo, fits, req, d) >= u64::from(req.pods));
         if held {
             top = p;
         }
@@ -44,6 +44,18 @@ fn allowed(topo: &Topology, fits: &[u64], req: &PlacementRequest, per_host: &[(H
         }
     }
     true
+}
+
+/// Pods a domain can take while keeping slices whole.
+fn usable_pods(topo: &Topology, fits: &[u64], req: &PlacementRequest, d: DomainId) -> u64 {
+    match req.constraint.slice {
+        Some(s) if topo.depth(d) <= s.depth => (0..topo.domain_count() as u32)
+            .map(DomainId)
+            .filter(|&x| topo.depth(x) == s.depth && topo.ancestor_at(x, topo.depth(d)) == d)
+            .map(|x| fits[x.0 as usize] / u64::from(s.size) * u64::from(s.size))
+            .sum(),
+        _ => fits[d.0 as usize],
+    }
 }
 
 /// Pods per domain by brute force (slices ignored: used only for the preferred-level rule).
