@@ -11,6 +11,7 @@
 
 mod cluster;
 mod error;
+pub mod intra_node;
 mod model;
 mod placement;
 mod request;
