@@ -4,7 +4,10 @@
 //! O(depth). While a transaction is open, each change is journaled; rolling back replays
 //! the journal backwards, so a gang that does not fully fit leaves no trace.
 
-use crate::placement::{self, CostModel, Placement, PlacementFailure, PlacementPolicy, PlacementRequest};
+use crate::placement::{
+    self, CostModel, JointOptions, JointPlacement, JointRequest, Placement, PlacementFailure, PlacementPolicy,
+    PlacementRequest,
+};
 use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
 
 /// A mark in the journal; pass it back to [`Cluster::rollback`] or [`Cluster::commit`].
@@ -215,6 +218,16 @@ impl Cluster {
         request: &PlacementRequest,
     ) -> std::result::Result<Placement, PlacementFailure> {
         placement::place(&self.topo, &self.free, request, policy, &self.model, &mut self.scratch)
+    }
+
+    /// Finds where a gang of several pod sets would go now (greedy, then the exact model),
+    /// without allocating anything.
+    pub fn place_joint(
+        &mut self,
+        request: &JointRequest,
+        options: &JointOptions,
+    ) -> std::result::Result<JointPlacement, PlacementFailure> {
+        placement::place_joint(&self.topo, &self.free, request, &self.model, options, &mut self.scratch)
     }
 
     /// Finds where a gang would go on the empty cluster: `Err` means it can never run here.

@@ -23,8 +23,8 @@ pub use cluster::{Cluster, Txn};
 pub use error::{Error, InputError, Result};
 pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topology};
 pub use placement::{
-    CostModel, ParsePlacementPolicyError, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, SearchPath,
-    Spans,
+    CostModel, JointOptions, JointPlacement, JointRequest, ParsePlacementPolicyError, Placement, PlacementFailure,
+    PlacementPolicy, PlacementRequest, PodSet, SearchPath, Spans,
 };
 pub use request::{GangShape, ParseTopologyRequestError, TopologyRequest};
 pub use resources::Resources;

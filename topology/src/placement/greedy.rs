@@ -77,13 +77,24 @@ pub(crate) fn count(
     request: &PlacementRequest,
     scratch: &mut Scratch,
 ) -> Result<Units, PlacementFailure> {
+    count_under(topo, free, request, DomainId::ROOT, scratch)
+}
+
+/// [`count`] within the subtree of `root` only.
+fn count_under(
+    topo: &Topology,
+    free: &[Resources],
+    request: &PlacementRequest,
+    root: DomainId,
+    scratch: &mut Scratch,
+) -> Result<Units, PlacementFailure> {
     let units = Units::of(request)?;
-    if request.pods == 0 || request.pod.is_zero() || !free[0].covers(&request.total()) {
+    if request.pods == 0 || request.pod.is_zero() || !free[root.0 as usize].covers(&request.total()) {
         return Err(capacity_failure(free, request));
     }
     scratch.best.iter_mut().for_each(|b| *b = None);
     scratch.most.iter_mut().for_each(|m| *m = 0);
-    count_fits(topo, free, request.pod, &units, DomainId::ROOT, scratch);
+    count_fits(topo, free, request.pod, &units, root, scratch);
     Ok(units)
 }
 
@@ -114,8 +125,20 @@ pub(crate) fn place(
     model: &CostModel,
     scratch: &mut Scratch,
 ) -> Result<Placement, PlacementFailure> {
-    let units = count(topo, free, request, scratch)?;
-    let top = request.constraint.top_depth;
+    place_under(topo, free, request, DomainId::ROOT, model, scratch)
+}
+
+/// [`place`] within the subtree of `root`; the request's top depth should not lie above it.
+pub(crate) fn place_under(
+    topo: &Topology,
+    free: &[Resources],
+    request: &PlacementRequest,
+    root: DomainId,
+    model: &CostModel,
+    scratch: &mut Scratch,
+) -> Result<Placement, PlacementFailure> {
+    let units = count_under(topo, free, request, root, scratch)?;
+    let top = request.constraint.top_depth.max(topo.depth(root));
     let chosen = (top..=topo.host_depth()).rev().find_map(|depth| scratch.best[usize::from(depth)]);
     let Some((_, _, domain)) = chosen else {
         return Err(no_fit(topo, free, request, scratch));

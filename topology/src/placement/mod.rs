@@ -9,9 +9,12 @@ mod baselines;
 pub(crate) mod cost;
 mod exact;
 pub(crate) mod greedy;
+mod joint;
+mod mip;
 mod policy;
 
 pub use cost::{CostModel, Spans};
+pub use joint::{JointOptions, JointPlacement, JointRequest, PodSet};
 pub use policy::{ParsePlacementPolicyError, PlacementPolicy};
 
 use crate::{DomainId, HostId, LevelConstraint, Resources, Topology};
@@ -153,4 +156,16 @@ pub(crate) fn place(
         PlacementPolicy::KueueBestFit => baselines::kueue_best_fit(topo, free, request, model, &mut scratch.greedy),
         PlacementPolicy::SlurmTree => baselines::slurm_tree(topo, free, request, model, &mut scratch.greedy),
     }
+}
+
+/// Places a gang of several pod sets: greedy, then the exact joint model.
+pub(crate) fn place_joint(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    model: &CostModel,
+    options: &JointOptions,
+    scratch: &mut Scratch,
+) -> Result<JointPlacement, PlacementFailure> {
+    joint::place(topo, free, request, model, options, &mut scratch.greedy)
 }

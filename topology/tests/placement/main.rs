@@ -3,3 +3,4 @@
 mod common;
 mod exact;
 mod greedy;
+mod joint;

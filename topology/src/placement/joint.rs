@@ -1,0 +1,234 @@
+//! Gangs of several pod sets (a leader and its workers, a trainer and its rollout workers),
+//! placed together: one enclosing domain for the gang, each set with its own shape.
+//!
+//! The greedy path tries enclosing domains from the lowest level up, tightest first, and
+//! inside each places the sets one after another, largest first, on what the earlier sets
+//! left. The exact path (`mip.rs`) solves all sets at once; the cheaper answer wins.
+
+use super::greedy::{self, Scratch};
+use super::{CostModel, PlacementFailure, PlacementRequest, SearchPath, Spans, mip};
+use crate::{DomainId, HostId, LevelConstraint, Resources, SliceConstraint, Topology};
+
+/// One pod set of a gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSet {
+    /// Name shown in output (`leader`, `workers`).
+    pub name: String,
+    /// Pods in the set.
+    pub pods: u32,
+    /// Resources of each pod.
+    pub pod: Resources,
+    /// Depth of a level this set alone must stay within (inside the gang's domain).
+    pub within: Option<u8>,
+    /// Slices of this set, each inside one domain of the slice level.
+    pub slice: Option<SliceConstraint>,
+}
+
+/// A gang of several pod sets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JointRequest {
+    /// The pod sets, in the order the caller names them.
+    pub sets: Vec<PodSet>,
+    /// Where the whole gang must (or would like to) stay; its `slice` is ignored.
+    pub constraint: LevelConstraint,
+}
+
+/// Where every pod of every set goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JointPlacement {
+    /// `sets[i][j]`: host of pod `j` of set `i`.
+    pub sets: Vec<Vec<HostId>>,
+    /// The smallest domain that contains every pod.
+    pub domain: DomainId,
+    /// Depth of that domain.
+    pub depth: u8,
+    /// Cost under the cost model, counting each domain once for the whole gang.
+    pub cost: u64,
+    /// The search that produced it.
+    pub path: SearchPath,
+    /// A proven lower bound on the cost (equal to `cost` when optimal).
+    pub lower_bound: Option<u64>,
+}
+
+impl JointPlacement {
+    /// The optimality gap, when a bound is known.
+    pub fn gap(&self) -> Option<u64> {
+        self.lower_bound.map(|lb| self.cost.saturating_sub(lb))
+    }
+
+    /// Domains used per level, over all sets.
+    pub fn spans(&self, topo: &Topology) -> Spans {
+        Spans::of(topo, self.sets.iter().flatten().copied())
+    }
+}
+
+/// Limits of the exact joint search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JointOptions {
+    /// Wall-clock budget of the MIP solver, milliseconds.
+    pub time_limit_ms: u64,
+    /// Largest number of hosts the MIP model may include; larger searches keep the greedy answer.
+    pub max_hosts: usize,
+}
+
+impl Default for JointOptions {
+    fn default() -> JointOptions {
+        JointOptions { time_limit_ms: 2000, max_hosts: 96 }
+    }
+}
+
+impl JointRequest {
+    /// The single-set request of set `i` placed inside a domain at `depth`.
+    pub(crate) fn set_request(&self, i: usize, depth: u8) -> PlacementRequest {
+        let s = &self.sets[i];
+        let top = s.within.unwrap_or(0).max(depth);
+        PlacementRequest {
+            pods: s.pods,
+            pod: s.pod,
+            constraint: LevelConstraint { top_depth: top, preferred_depth: None, slice: s.slice },
+        }
+    }
+
+    /// Resources of the whole gang.
+    pub(crate) fn total(&self) -> Resources {
+        self.sets.iter().fold(Resources::ZERO, |acc, s| {
+            let set = s.pod.checked_mul(u64::from(s.pods)).unwrap_or(Resources::gpus(u64::MAX));
+            acc.checked_add(&set).unwrap_or(Resources::gpus(u64::MAX))
+        })
+    }
+}
+
+/// Cost of a joint placement on the free capacity before it: each domain counted once, GPUs
+/// left free on used hosts after every set took its share.
+pub(crate) fn joint_cost(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    sets: &[Vec<HostId>],
+    model: &CostModel,
+) -> u64 {
+    let h = topo.host_depth();
+    let spans = Spans::of(topo, sets.iter().flatten().copied());
+    let upper: u64 = (1..h).map(|d| model.weight(d, h) * u64::from(spans.at(d))).sum();
+    let mut used: Vec<(HostId, u64)> = Vec::new();
+    for (set, hosts) in request.sets.iter().zip(sets) {
+        for &host in hosts {
+            match used.iter_mut().find(|(x, _)| *x == host) {
+                Some((_, g)) => *g += set.pod.gpus,
+                None => used.push((host, set.pod.gpus)),
+            }
+        }
+    }
+    let hosts: u64 = used
+        .iter()
+        .map(|&(host, gpus)| {
+            let f = free[topo.host_domain(host).0 as usize];
+            model.host_cost(f, Resources::gpus(gpus), 1, h)
+        })
+        .sum();
+    upper + hosts
+}
+
+/// Subtracts a set's pods from a private copy of the free capacities.
+fn take(topo: &Topology, free: &mut [Resources], pod: Resources, hosts: &[HostId]) {
+    for &host in hosts {
+        let mut d = Some(topo.host_domain(host));
+        while let Some(x) = d {
+            free[x.0 as usize] = free[x.0 as usize].checked_sub(&pod).expect("placed pods fit");
+            d = topo.parent(x);
+        }
+    }
+}
+
+/// The greedy joint placement.
+pub(crate) fn greedy(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    model: &CostModel,
+    scratch: &mut Scratch,
+) -> Result<JointPlacement, PlacementFailure> {
+    let total = request.total();
+    let capacity = PlacementFailure::Capacity { requested: total, free: free[0] };
+    if request.sets.is_empty() || request.sets.iter().any(|s| s.pods == 0 || s.pod.is_zero()) || !free[0].covers(&total)
+    {
+        return Err(capacity);
+    }
+    let mut order: Vec<usize> = (0..request.sets.len()).collect();
+    // Biggest pods first, as in first-fit decreasing: small pods fill the gaps big ones leave.
+    order.sort_by_key(|&i| {
+        let s = &request.sets[i];
+        (std::cmp::Reverse((s.pod.gpus, s.pod.cpu_milli, s.pod.memory_mib, s.pods)), i)
+    });
+    let top = request.constraint.top_depth;
+    for depth in (top..=topo.host_depth()).rev() {
+        let mut candidates: Vec<DomainId> = (0..topo.domain_count() as u32)
+            .map(DomainId)
+            .filter(|&d| topo.depth(d) == depth && free[d.0 as usize].covers(&total))
+            .collect();
+        candidates.sort_by_key(|d| (free[d.0 as usize].gpus, d.0));
+        'candidates: for d in candidates {
+            let mut local = free.to_vec();
+            let mut sets = vec![Vec::new(); request.sets.len()];
+            for &i in &order {
+                let req = request.set_request(i, depth);
+                match greedy::place_under(topo, &local, &req, d, model, scratch) {
+                    Ok(p) => {
+                        take(topo, &mut local, req.pod, &p.hosts);
+                        sets[i] = p.hosts;
+                    }
+                    Err(_) => continue 'candidates,
+                }
+            }
+            return Ok(finish(topo, free, request, sets, SearchPath::Greedy, model));
+        }
+    }
+    match top {
+        0 => Err(capacity),
+        _ => Err(PlacementFailure::Topology {
+            level: topo.levels()[usize::from(top) - 1].clone(),
+            pods: request.sets.iter().map(|s| s.pods).sum(),
+            best_domain_fit: 0,
+        }),
+    }
+}
+
+/// Builds the [`JointPlacement`] value of per-set host lists.
+pub(crate) fn finish(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    sets: Vec<Vec<HostId>>,
+    path: SearchPath,
+    model: &CostModel,
+) -> JointPlacement {
+    let all: Vec<HostId> = sets.iter().flatten().copied().collect();
+    let mut domain = topo.host_domain(all[0]);
+    for &h in &all[1..] {
+        while topo.ancestor_at(topo.host_domain(h), topo.depth(domain)) != domain {
+            domain = topo.parent(domain).unwrap_or(DomainId::ROOT);
+        }
+    }
+    let cost = joint_cost(topo, free, request, &sets, model);
+    JointPlacement { sets, domain, depth: topo.depth(domain), cost, path, lower_bound: None }
+}
+
+/// Greedy first, then the exact model when it is small enough; the cheaper answer wins.
+/// When greedy finds nothing the exact model still runs: packing sets one after another can
+/// miss a fit that placing them together finds.
+pub(crate) fn place(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    model: &CostModel,
+    options: &JointOptions,
+    scratch: &mut Scratch,
+) -> Result<JointPlacement, PlacementFailure> {
+    let greedy = greedy(topo, free, request, model, scratch);
+    let exact = mip::solve(topo, free, request, model, options, greedy.as_ref().ok());
+    match (greedy, exact) {
+        (Ok(g), Some(e)) if e.cost >= g.cost => Ok(JointPlacement { lower_bound: e.lower_bound, ..g }),
+        (_, Some(e)) => Ok(e),
+        (g, None) => g,
+    }
+}
