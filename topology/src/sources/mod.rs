@@ -4,7 +4,9 @@
 //! returns [`SourceWarning`]s for items it had to leave out (a node without a level label, a
 //! host listed under no switch); nothing is dropped silently.
 
+pub mod hostlist;
 pub mod lingjun;
+pub mod slurm;
 
 use crate::{NodeEntry, Resources};
 
