@@ -4,6 +4,7 @@
 //! returns [`SourceWarning`]s for items it had to leave out (a node without a level label, a
 //! host listed under no switch); nothing is dropped silently.
 
+pub mod k8s_nodes;
 pub mod lingjun;
 
 use crate::{NodeEntry, Resources};
