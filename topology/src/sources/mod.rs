@@ -1,10 +1,11 @@
-//! Readers that turn real topology descriptions into a [`ResolvedSpec`].
+//! Readers that turn real topology descriptions into a [`crate::ResolvedSpec`].
 //!
 //! Each reader is a pure function over text: it never opens files. Besides the spec it
 //! returns [`SourceWarning`]s for items it had to leave out (a node without a level label, a
 //! host listed under no switch); nothing is dropped silently.
 
 pub mod hostlist;
+pub mod k8s_nodes;
 pub mod lingjun;
 pub mod slurm;
 

@@ -158,7 +158,7 @@ fn block_errors_name_the_line_and_the_item() {
 
 #[test]
 fn the_shipped_tree_fixture_is_one_core_four_spines_and_thirty_two_leaves() {
-    let text = include_str!("../../data/topologies/slurm-tree.conf");
+    let text = include_str!("../../../data/topologies/slurm-tree.conf");
     let loaded = slurm::parse(text, "slurm-tree.conf", HostDefaults::default()).unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(loaded.spec.levels, ["switch3", "switch2", "switch1", "host"]);
@@ -178,7 +178,7 @@ fn leaf_id(topo: &Topology, path: &str) -> DomainId {
 
 #[test]
 fn the_shipped_block_fixture_is_sixteen_racks_of_eighteen() {
-    let text = include_str!("../../data/topologies/slurm-block.conf");
+    let text = include_str!("../../../data/topologies/slurm-block.conf");
     let loaded = slurm::parse(text, "slurm-block.conf", HostDefaults::default()).unwrap();
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(loaded.spec.levels, ["block288", "block72", "block", "host"]);

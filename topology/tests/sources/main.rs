@@ -1,0 +1,6 @@
+//! Topology readers: Kubernetes Node lists and Slurm topology.conf, on fixtures and random input.
+
+mod k8s_nodes;
+mod slurm_block;
+mod slurm_props;
+mod slurm_tree;
