@@ -26,6 +26,9 @@ use super::joint::{self, JointOptions, JointPlacement, JointRequest};
 use super::{CostModel, SearchPath};
 use crate::{DomainId, HostId, Resources, Topology};
 
+/// Reads one resource out of [`Resources`].
+type Component = fn(&Resources) -> u64;
+
 /// The hosts and domains a model covers.
 struct Universe {
     hosts: Vec<HostId>,
@@ -201,7 +204,7 @@ pub(crate) fn solve(
             constraints.push((z[p] - y[i]).geq(0.0));
         }
         let f = host_free(h);
-        let per_resource: [(fn(&Resources) -> u64, u64); 3] =
+        let per_resource: [(Component, u64); 3] =
             [(|r| r.gpus, f.gpus), (|r| r.cpu_milli, f.cpu_milli), (|r| r.memory_mib, f.memory_mib)];
         for (get, available) in per_resource {
             if request.sets.iter().all(|s| get(&s.pod) == 0) {
