@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use trainyard_simulator::Slowdown;
 
 /// trainyard: a topology-aware gang scheduler for distributed training.
 ///
@@ -24,6 +25,7 @@ Flags of `trainyard simulate` (see `trainyard simulate --help`):
   --format FORMAT     philly | dirlab | csv | jsonl; detected when omitted
   --policy NAME|FILE  fifo | easy-backfill (default) | a policy YAML file
   --estimates SOURCE  trace (default) | actual: where runtime estimates come from
+  --slowdown SPEC     runtime factor by span, e.g. rack=1.05,cluster=1.25; default: none
   --out FILE          write the report as JSON
   --skip-bad-rows     count unparsable trace rows as warnings instead of stopping
   --quiet             no progress bar, no table
@@ -69,6 +71,13 @@ pub struct SimulateArgs {
     /// default) or `actual` (each job's real runtime, as if users knew it exactly).
     #[arg(long, value_enum, default_value_t = Estimates::Trace)]
     pub estimates: Estimates,
+    /// Gangs spread over wider domains run slower: `LEVEL=FACTOR,...` with the cluster's level
+    /// names or `cluster`, each factor at least 1 (e.g. `rack=1.05,block=1.15,cluster=1.25`).
+    /// A gang runs ceil(runtime x factor), the factor of the level of the smallest domain that
+    /// holds all its pods; an unlisted level takes the factor of the nearest listed level
+    /// inside it, hosts default to 1. Runtime estimates are not changed. Default: no slowdown.
+    #[arg(long, value_name = "LEVEL=FACTOR,...")]
+    pub slowdown: Option<Slowdown>,
     /// Write the full report as JSON to this file (byte-identical for identical inputs).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,

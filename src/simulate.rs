@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use trainyard_simulator::placement::PlacementSummary;
 use trainyard_simulator::report::{Report, ReportContext};
 use trainyard_simulator::trace::ReadOptions;
 use trainyard_simulator::{EstimateSource, Progress, ReplayOptions, replay};
@@ -19,6 +20,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let cluster = inputs::load_cluster(args.cluster.as_deref())?;
     let policy = inputs::load_policy(&args.policy)?;
     let topo = cluster.topology();
+    let slowdown = args.slowdown.clone().unwrap_or_default();
+    // Checked here, before the trace is read, so that a typo fails fast.
+    slowdown.resolve(topo).context("--slowdown")?;
     let gpus_per_host = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(0);
     let options = ReadOptions {
         gpus_per_host: u32::try_from(gpus_per_host.max(1)).unwrap_or(u32::MAX),
@@ -46,11 +50,11 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         bar.set_position(p.done);
         bar.set_message(format!("t={}", trainyard_simulator::report::human_duration(p.now as f64)));
     };
-    let result = replay(cluster, policy, &trace.jobs, ReplayOptions { estimates }, &mut on_progress);
+    let result = replay(cluster, policy, &trace.jobs, ReplayOptions { estimates, slowdown }, &mut on_progress);
     bar.finish_and_clear();
     let result = result.context("replay failed")?;
     let cluster_gpus = context.cluster_gpus;
-    let report = Report::new(context, &result.outcomes, cluster_gpus);
+    let report = Report::new(context, &result.outcomes, cluster_gpus).with_placement(PlacementSummary::of(&result));
     if let Some(path) = &args.out {
         fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
     }

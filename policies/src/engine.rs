@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
-use trainyard_topology::{Cluster, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
+use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::quota::{QueueIdx, Quotas};
@@ -152,6 +152,18 @@ impl Engine {
     /// Pending gangs in scheduling order.
     pub fn pending(&self) -> impl Iterator<Item = GangId> + '_ {
         self.pending.values().copied()
+    }
+
+    /// The smallest pending gang that asks for GPUs: fewest GPUs in total, then the smallest
+    /// pod, then higher priority, earlier submission and lower id. Gangs without GPUs are
+    /// skipped because no free GPU can be unusable to them. One pass over the tracked gangs
+    /// (no per-gang lookups); meant for metrics, not for the scheduling loop.
+    pub fn smallest_pending_gpu_gang(&self) -> Option<&GangShape> {
+        self.gangs
+            .iter()
+            .filter(|(_, g)| g.gpus > 0 && matches!(g.state, GangState::Pending { .. }))
+            .min_by_key(|(id, g)| (g.gpus, g.request.shape.pod, Reverse(g.request.priority), g.request.submit, **id))
+            .map(|(_, g)| &g.request.shape)
     }
 
     /// Running gangs with their placement and start time, by id.

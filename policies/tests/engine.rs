@@ -180,3 +180,28 @@ fn misuse_is_an_error() {
     assert!(e.finish(GangId(0), 16).is_err(), "finished twice");
     assert_eq!(e.cluster().total_free().gpus, 32);
 }
+
+#[test]
+fn smallest_pending_gpu_gang_skips_cpu_gangs_and_breaks_ties_by_pod_then_order() {
+    let yaml = "name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8, cpus: 8}\n";
+    let mut e = Engine::new(Cluster::from_yaml(yaml, "t.yaml").unwrap(), policy(BackfillMode::None, &[]));
+    assert_eq!(e.smallest_pending_gpu_gang(), None);
+    e.submit(gang(0, "a", 0, 4, 8, 100)).unwrap();
+    e.submit(gang(1, "a", 1, 2, 4, 100)).unwrap();
+    // Same 8 GPUs as gang 1 but in smaller pods; gang 3 repeats gang 2's shape later.
+    e.submit(gang(2, "a", 2, 4, 2, 100)).unwrap();
+    e.submit(gang(3, "a", 3, 4, 2, 100)).unwrap();
+    let mut cpu = gang(4, "a", 4, 1, 0, 100);
+    cpu.shape.pod = Resources { gpus: 0, cpu_milli: 1000, memory_mib: 0 };
+    assert_eq!(e.submit(cpu).unwrap(), Submitted::Queued);
+    assert_eq!(e.smallest_pending_gpu_gang().map(|s| (s.pods, s.pod.gpus)), Some((4, 2)));
+    // Gang 0 takes every GPU; strict FIFO keeps the rest (even the CPU gang) pending.
+    assert_eq!(admitted(&mut e, 5), vec![0]);
+    let smallest = e.smallest_pending_gpu_gang().unwrap();
+    assert_eq!((smallest.pods, smallest.pod), (4, Resources::gpus(2)));
+    e.cancel_pending(GangId(2)).unwrap();
+    e.cancel_pending(GangId(3)).unwrap();
+    assert_eq!(e.smallest_pending_gpu_gang().map(|s| (s.pods, s.pod.gpus)), Some((2, 4)));
+    e.cancel_pending(GangId(1)).unwrap();
+    assert_eq!(e.smallest_pending_gpu_gang(), None, "only the CPU gang is left");
+}

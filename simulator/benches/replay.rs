@@ -50,7 +50,8 @@ fn timed(
         let c = cluster(cluster_name);
         let p = PolicyConfig::builtin(policy).expect("built-in policy");
         let started = Instant::now();
-        let result = replay(c, p, jobs, ReplayOptions { estimates }, &mut |_| {}).expect("replay");
+        let options = ReplayOptions { estimates, ..ReplayOptions::default() };
+        let result = replay(c, p, jobs, options, &mut |_| {}).expect("replay");
         times.push(started.elapsed());
         last = Some(result);
     }

@@ -9,6 +9,9 @@ pub enum SimError {
     /// The engine refused an operation: a bug, surfaced instead of hidden.
     #[error("engine: {0}")]
     Engine(#[from] trainyard_policies::Error),
+    /// The slowdown names a level the cluster does not have.
+    #[error(transparent)]
+    Slowdown(#[from] crate::slowdown::SlowdownError),
     /// Gangs were left waiting with nothing running and nothing left to arrive.
     #[error("{count} gangs are still pending with nothing running or arriving (first: gang {first}: {reason})")]
     Stuck {

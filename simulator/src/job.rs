@@ -72,6 +72,10 @@ pub enum Fate {
         end: u64,
         /// Whether it started by backfill, ahead of a gang holding a reservation.
         backfilled: bool,
+        /// Level of the smallest domain that held all its pods (`cluster` for the whole
+        /// cluster); it chose the job's slowdown factor. Empty in outcomes made elsewhere.
+        #[serde(default)]
+        span_level: String,
     },
     /// Could never run on this cluster under this policy.
     Unschedulable {

@@ -6,15 +6,21 @@
 //!                                                     ▼
 //!                                     Vec<JobOutcome> ──metrics──> Report (table, JSON)
 //! ```
+//! Runtimes grow with how widely a gang is spread ([`slowdown`]); after every cycle the
+//! replay measures the free GPUs the smallest waiting gang cannot use ([`fragmentation`]).
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
 mod error;
+pub mod fragmentation;
 pub mod job;
 pub mod metrics;
+pub mod placement;
 mod replay;
 pub mod report;
+pub mod slowdown;
 pub mod trace;
 
 pub use error::SimError;
 pub use job::{Fate, JobOutcome, TraceJob};
 pub use replay::{EstimateSource, Progress, ReplayOptions, ReplayResult, replay};
+pub use slowdown::{Slowdown, SlowdownError};

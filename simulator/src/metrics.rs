@@ -256,7 +256,7 @@ mod tests {
     }
 
     fn finished(job: TraceJob, start: u64, end: u64, backfilled: bool) -> JobOutcome {
-        JobOutcome { job, fate: Fate::Finished { start, end, backfilled } }
+        JobOutcome { job, fate: Fate::Finished { start, end, backfilled, span_level: String::new() } }
     }
 
     fn unschedulable(job: TraceJob, reason: &str) -> JobOutcome {

@@ -7,6 +7,8 @@ use std::collections::BinaryHeap;
 use trainyard_policies::{Engine, GangId, GangRequest, PolicyConfig, Submitted};
 use trainyard_topology::Cluster;
 
+use crate::fragmentation::{Fragmentation, Sample, Tracker};
+use crate::slowdown::{Slowdown, SlowdownTable};
 use crate::{Fate, JobOutcome, SimError, TraceJob};
 
 /// Where runtime estimates come from.
@@ -20,10 +22,13 @@ pub enum EstimateSource {
 }
 
 /// Replay knobs beyond the cluster, the policy and the trace.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct ReplayOptions {
     /// Where runtime estimates come from.
     pub estimates: EstimateSource,
+    /// How much longer gangs run when spread over wider domains. Only actual runtimes grow;
+    /// estimates (what backfill plans with) stay what the users said.
+    pub slowdown: Slowdown,
 }
 
 /// How far a replay has got, for progress bars.
@@ -48,6 +53,10 @@ pub struct ReplayResult {
     pub cycles: u64,
     /// For each job, the first reservation it was given (EASY backfill), if any.
     pub first_reservation: Vec<Option<u64>>,
+    /// The slowdown factors in force, resolved against the cluster.
+    pub slowdown: SlowdownTable,
+    /// Free GPUs the smallest waiting gang could not use, over the replay.
+    pub fragmentation: Fragmentation,
 }
 
 impl ReplayResult {
@@ -68,7 +77,8 @@ impl ReplayResult {
 /// How often the progress callback is called, in processed events.
 const PROGRESS_EVERY: u64 = 4096;
 
-/// Replays `jobs` (sorted by submit time) through a fresh engine.
+/// Replays `jobs` (sorted by submit time) through a fresh engine. Fails before anything runs
+/// when `options.slowdown` names a level the cluster does not have.
 pub fn replay(
     cluster: Cluster,
     policy: PolicyConfig,
@@ -76,9 +86,12 @@ pub fn replay(
     options: ReplayOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ReplayResult, SimError> {
+    let slowdown = options.slowdown.resolve(cluster.topology())?;
+    let mut tracker = Tracker::new();
     let mut engine = Engine::new(cluster, policy);
     let mut fates: Vec<Option<Fate>> = vec![None; jobs.len()];
-    let mut starts: Vec<(u64, bool)> = vec![(0, false); jobs.len()];
+    // Start time, backfilled, and the depth of the domain the gang spans.
+    let mut starts: Vec<(u64, bool, u8)> = vec![(0, false, 0); jobs.len()];
     let mut first_reservation: Vec<Option<u64>> = vec![None; jobs.len()];
     let mut completions: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     let mut order: Vec<usize> = (0..jobs.len()).collect();
@@ -101,8 +114,9 @@ pub fn replay(
             }
             completions.pop();
             engine.finish(GangId(i as u64), now)?;
-            let (start, backfilled) = starts[i];
-            fates[i] = Some(Fate::Finished { start, end: now, backfilled });
+            let (start, backfilled, depth) = starts[i];
+            let span_level = slowdown.at_depth(depth).level.clone();
+            fates[i] = Some(Fate::Finished { start, end: now, backfilled, span_level });
             events += 1;
             done += 1;
         }
@@ -134,9 +148,13 @@ pub fn replay(
         cycles += 1;
         for admission in cycle.admitted {
             let i = admission.id.0 as usize;
-            starts[i] = (now, admission.backfilled);
-            completions.push(Reverse((now + jobs[i].runtime, i)));
+            let depth = engine.cluster().topology().depth(admission.placement.domain);
+            starts[i] = (now, admission.backfilled, depth);
+            let runtime = slowdown.apply(jobs[i].runtime, depth);
+            completions.push(Reverse((now.saturating_add(runtime), i)));
         }
+        let smallest = if engine.pending_len() == 0 { None } else { engine.smallest_pending_gpu_gang() };
+        tracker.observe(now, Sample::measure(engine.cluster(), smallest));
         if let Some(r) = cycle.reservation {
             first_reservation[r.holder.0 as usize].get_or_insert(r.at);
         }
@@ -158,5 +176,5 @@ pub fn replay(
             fate: fate.expect("every job either finished or was rejected"),
         })
         .collect();
-    Ok(ReplayResult { outcomes, events, cycles, first_reservation })
+    Ok(ReplayResult { outcomes, events, cycles, first_reservation, slowdown, fragmentation: tracker.finish() })
 }

@@ -1,5 +1,5 @@
-//! The replay report: what was replayed, the [`Summary`] metrics and every
-//! unschedulable job, as versioned JSON or as a plain-text table for a terminal.
+//! The replay report: what was replayed, the [`Summary`] metrics, every unschedulable job
+//! and the placement section, as versioned JSON or as a plain-text table for a terminal.
 
 use std::fmt::Write as _;
 
@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::job::{Fate, JobOutcome};
 use crate::metrics::{Distribution, GroupStats, Summary};
+use crate::placement::PlacementSummary;
 
 /// Version of the JSON layout written by [`Report::to_json`].
 pub const REPORT_VERSION: u32 = 1;
@@ -56,6 +57,9 @@ pub struct Report {
     pub summary: Summary,
     /// Every unschedulable job, in input order.
     pub unschedulable: Vec<UnschedulableJob>,
+    /// Slowdown, span levels and fragmentation; absent unless added by
+    /// [`Report::with_placement`] (and then last in the JSON, after `unschedulable`).
+    pub placement: Option<PlacementSummary>,
 }
 
 /// The JSON layout of a [`Report`].
@@ -65,6 +69,8 @@ struct VersionedReport<'a> {
     context: &'a ReportContext,
     summary: &'a Summary,
     unschedulable: &'a [UnschedulableJob],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    placement: Option<&'a PlacementSummary>,
 }
 
 impl Serialize for Report {
@@ -74,6 +80,7 @@ impl Serialize for Report {
             context: &self.context,
             summary: &self.summary,
             unschedulable: &self.unschedulable,
+            placement: self.placement.as_ref(),
         }
         .serialize(serializer)
     }
@@ -94,7 +101,13 @@ impl Report {
                 Fate::Finished { .. } => None,
             })
             .collect();
-        Report { context, summary: Summary::new(outcomes, cluster_gpus), unschedulable }
+        Report { context, summary: Summary::new(outcomes, cluster_gpus), unschedulable, placement: None }
+    }
+
+    /// The same report with a placement section.
+    pub fn with_placement(mut self, placement: PlacementSummary) -> Self {
+        self.placement = Some(placement);
+        self
     }
 
     /// Pretty-printed JSON with a top-level `"report_version": 1` and a
@@ -107,8 +120,8 @@ impl Report {
     }
 
     /// A plain-text report for a terminal (no colours): a header block, the
-    /// queueing-delay and job-completion-time tables, and the first
-    /// unschedulable jobs.
+    /// queueing-delay and job-completion-time tables, the placement section when
+    /// there is one, and the first unschedulable jobs.
     pub fn render_table(&self) -> String {
         let ctx = &self.context;
         let s = &self.summary;
@@ -136,6 +149,9 @@ impl Report {
         out.push_str(&self.distribution_table(|g| &g.queueing_delay, &s.queueing_delay));
         out.push_str("\nJob completion time (submit to end, finished jobs)\n");
         out.push_str(&self.distribution_table(|g| &g.jct, &s.jct));
+        if let Some(placement) = &self.placement {
+            out.push_str(&placement_section(placement));
+        }
 
         if !self.unschedulable.is_empty() {
             let _ = writeln!(out, "\nUnschedulable jobs ({})", self.unschedulable.len());
@@ -165,6 +181,67 @@ impl Report {
         right[0] = false;
         render_rows(&header, &right, &rows)
     }
+}
+
+/// The placement section: one row per span level, then slowdown and fragmentation lines.
+fn placement_section(p: &PlacementSummary) -> String {
+    let mut out = String::from("\nPlacement (finished gangs by the smallest domain holding all their pods)\n");
+    let rows: Vec<Vec<String>> = p
+        .levels
+        .iter()
+        .map(|l| {
+            vec![
+                clean(&l.level),
+                factor(l.factor),
+                clean(&l.from),
+                l.gangs.to_string(),
+                percent(l.gang_share),
+                l.gpus.to_string(),
+                percent(l.gpu_share),
+            ]
+        })
+        .collect();
+    let header = ["span", "slowdown", "from", "gangs", "share", "GPUs", "GPU share"];
+    out.push_str(&render_rows(&header, &[false, true, false, true, true, true, true], &rows));
+    let f = &p.fragmentation;
+    let lines = [
+        ("mean slowdown", format!("{:.3} (GPU-weighted {:.3})", p.mean_factor, p.gpu_weighted_mean_factor)),
+        (
+            "fragmented GPUs",
+            format!(
+                "mean {:.1} ({} of free GPUs), max {}",
+                f.mean_fragmented_gpus,
+                percent(f.fragmented_share_of_free),
+                f.max_fragmented_gpus
+            ),
+        ),
+        (
+            "waiting gang",
+            format!(
+                "{} of the time; {} with its GPUs free",
+                percent(f.waiting_share),
+                percent(f.blocked_with_free_gpus_share)
+            ),
+        ),
+    ];
+    let key_width = lines.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (key, value) in &lines {
+        let _ = writeln!(out, "  {key:<key_width$}  {value}");
+    }
+    out
+}
+
+/// A slowdown factor with two to six decimals: `1.00`, `1.05`, `1.0375`.
+fn factor(x: f64) -> String {
+    let text = format!("{x:.6}");
+    let trimmed = text.trim_end_matches('0');
+    let decimals = trimmed.split_once('.').map_or(0, |(_, d)| d.len());
+    if decimals >= 2 { trimmed.to_string() } else { format!("{x:.2}") }
+}
+
+/// A share as a percentage with one decimal.
+fn percent(share: f64) -> String {
+    format!("{:.1}%", share * 100.0)
 }
 
 /// Cells of one distribution row; `-` for statistics of an empty group.
@@ -275,7 +352,10 @@ mod tests {
     }
 
     fn outcomes() -> Vec<JobOutcome> {
-        let done = |j, start, end, backfilled| JobOutcome { job: j, fate: Fate::Finished { start, end, backfilled } };
+        let done = |j, start, end, backfilled| JobOutcome {
+            job: j,
+            fate: Fate::Finished { start, end, backfilled, span_level: "host".to_string() },
+        };
         let mut v = vec![
             done(job("j1", "vision", 8, 0), 0, 3600, false),
             done(job("j2", "a-very-long-tenant-name-for-speech", 1, 30), 75, 120, true),
@@ -383,6 +463,63 @@ mod tests {
         assert!(all_row.len() >= max_col);
         // Only ten unschedulable jobs are listed.
         assert!(t.contains("big9 ") && !t.contains("big10"));
+    }
+
+    fn placed() -> Report {
+        use crate::fragmentation::{Fragmentation, Point};
+        use crate::placement::PlacementSummary;
+        use crate::slowdown::SlowdownTable;
+        let fragmentation = Fragmentation {
+            observed_s: 400_000,
+            mean_fragmented_gpus: 12.345,
+            mean_free_gpus: 40.0,
+            fragmented_share_of_free: 0.308625,
+            max_fragmented_gpus: 56,
+            waiting_share: 0.4,
+            blocked_with_free_gpus_share: 0.032,
+            series: vec![Point { t: 0, duration_s: 400_000, fragmented_gpus: 12.345, free_gpus: 40.0 }],
+        };
+        report().with_placement(PlacementSummary::new(&outcomes(), &SlowdownTable::default(), fragmentation))
+    }
+
+    #[test]
+    fn placement_comes_last_in_the_json_and_only_when_added() {
+        assert!(!report().to_json().contains("\"placement\""));
+        let json = placed().to_json();
+        assert_eq!(json, placed().to_json());
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(keys.len(), 5);
+        assert!(json.find("\"unschedulable\"").unwrap() < json.find("\"placement\"").unwrap());
+        let p = &v["placement"];
+        assert_eq!(p["mean_factor"], 0.0, "the outcomes span `host`, which a level-less table lacks");
+        assert_eq!(p["levels"][0]["level"], "cluster");
+        assert_eq!(p["fragmentation"]["max_fragmented_gpus"], 56);
+        assert_eq!(p["fragmentation"]["series"][0]["free_gpus"], 40.0);
+        // Everything before the new section is what the report without it writes.
+        let without = report().to_json();
+        assert_eq!(json[..without.len() - 3], without[..without.len() - 3]);
+    }
+
+    #[test]
+    fn table_shows_the_placement_section() {
+        assert!(!report().render_table().contains("Placement"));
+        let t = placed().render_table();
+        for needle in [
+            "\nPlacement (finished gangs by the smallest domain holding all their pods)\n",
+            "  span     slowdown  from     gangs  share  GPUs  GPU share\n",
+            "  cluster      1.00  default      0   0.0%     0       0.0%\n",
+            "  mean slowdown    0.000 (GPU-weighted 0.000)\n",
+            "  fragmented GPUs  mean 12.3 (30.9% of free GPUs), max 56\n",
+            "  waiting gang     40.0% of the time; 3.2% with its GPUs free\n",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+        assert!(t.find("Placement").unwrap() < t.find("Unschedulable jobs").unwrap());
+        assert_eq!(factor(1.0), "1.00");
+        assert_eq!(factor(1.05), "1.05");
+        assert_eq!(factor(1.0375), "1.0375");
+        assert_eq!(factor(1.000001), "1.000001");
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! Replays of the shipped trace excerpts through the engine, checking policy outcomes.
+//! Replays of the shipped trace excerpts through the engine, checking policy outcomes, and
+//! small hand-built replays checking the slowdown model and the fragmentation numbers.
 
 use std::path::PathBuf;
 
 use trainyard_policies::PolicyConfig;
+use trainyard_simulator::placement::PlacementSummary;
 use trainyard_simulator::report::{Report, ReportContext};
 use trainyard_simulator::trace::{ReadOptions, TraceFormat, read_trace};
-use trainyard_simulator::{EstimateSource, Fate, ReplayOptions, ReplayResult, TraceJob, replay};
-use trainyard_topology::Cluster;
+use trainyard_simulator::{EstimateSource, Fate, ReplayOptions, ReplayResult, SimError, Slowdown, TraceJob, replay};
+use trainyard_topology::{Cluster, Resources};
 
 fn repo_file(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
@@ -24,7 +26,8 @@ fn trace(path: &str, format: TraceFormat) -> Vec<TraceJob> {
 
 fn run(cluster_name: &str, policy: &str, jobs: &[TraceJob], estimates: EstimateSource) -> ReplayResult {
     let policy = PolicyConfig::builtin(policy).unwrap();
-    replay(cluster(cluster_name), policy, jobs, ReplayOptions { estimates }, &mut |_| {}).unwrap()
+    let options = ReplayOptions { estimates, ..ReplayOptions::default() };
+    replay(cluster(cluster_name), policy, jobs, options, &mut |_| {}).unwrap()
 }
 
 fn mean_wait(result: &ReplayResult) -> f64 {
@@ -108,4 +111,111 @@ fn full_philly_trace_replays_on_2490_gpus_when_available() {
     let summary = Report::new(ReportContext::default(), &result.outcomes, 2490).summary;
     assert_eq!(summary.jobs, 82_247);
     assert!(summary.gpu_utilisation > 0.0 && summary.makespan_s > 0);
+}
+
+/// Two racks of two 8-GPU hosts.
+fn two_racks() -> Cluster {
+    Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t.yaml")
+        .unwrap()
+}
+
+fn gang(id: &str, submit: u64, runtime: u64, pods: u32, gpus_per_pod: u64) -> TraceJob {
+    TraceJob::recorded(id.into(), submit, runtime, "t".into(), (pods, Resources::gpus(gpus_per_pod)), 0)
+}
+
+fn replay_on_two_racks(policy: &str, jobs: &[TraceJob], slowdown: &str) -> ReplayResult {
+    let options = ReplayOptions { estimates: EstimateSource::Actual, slowdown: slowdown.parse().unwrap() };
+    replay(two_racks(), PolicyConfig::builtin(policy).unwrap(), jobs, options, &mut |_| {}).unwrap()
+}
+
+/// `(id, end - start, span level)` of every finished job.
+fn runs(result: &ReplayResult) -> Vec<(&str, u64, &str)> {
+    result
+        .outcomes
+        .iter()
+        .filter_map(|o| match &o.fate {
+            Fate::Finished { start, end, span_level, .. } => {
+                Some((o.job.id.as_str(), end - start, span_level.as_str()))
+            }
+            Fate::Unschedulable { .. } => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_gang_spanning_racks_runs_longer_than_one_inside_a_rack() {
+    // One at a time, so each gang finds the cluster empty.
+    let jobs = [gang("rack", 0, 101, 2, 8), gang("wide", 1000, 101, 4, 8), gang("host", 2000, 101, 1, 1)];
+    let result = replay_on_two_racks("easy-backfill", &jobs, "rack=1.05,cluster=1.25");
+    // ceil(101 x 1.05) = ceil(106.05) and ceil(101 x 1.25) = ceil(126.25); a host runs at 1.0.
+    assert_eq!(runs(&result), [("rack", 107, "rack"), ("wide", 127, "cluster"), ("host", 101, "host")]);
+    let placement = PlacementSummary::of(&result);
+    let levels: Vec<(&str, f64, u64, u64)> =
+        placement.levels.iter().map(|l| (l.level.as_str(), l.factor, l.gangs, l.gpus)).collect();
+    assert_eq!(levels, [("host", 1.0, 1, 1), ("rack", 1.05, 1, 16), ("cluster", 1.25, 1, 32)]);
+    // Without a slowdown the same gangs run their trace runtimes on the same domains.
+    let plain = replay_on_two_racks("easy-backfill", &jobs, "");
+    assert_eq!(runs(&plain), [("rack", 101, "rack"), ("wide", 101, "cluster"), ("host", 101, "host")]);
+}
+
+#[test]
+fn no_slowdown_changes_nothing() {
+    let jobs = trace("data/traces/philly-excerpt.csv", TraceFormat::Philly);
+    let default = run("philly-2490", "easy-backfill", &jobs, EstimateSource::Trace);
+    // Factors of exactly 1.0 at every level must behave exactly like no slowdown at all.
+    let ones = ReplayOptions {
+        estimates: EstimateSource::Trace,
+        slowdown: "cluster=1,rack=1.0,host=1.000000".parse().unwrap(),
+    };
+    let policy = PolicyConfig::builtin("easy-backfill").unwrap();
+    let explicit = replay(cluster("philly-2490"), policy, &jobs, ones, &mut |_| {}).unwrap();
+    assert_eq!(default.outcomes, explicit.outcomes);
+    assert_eq!(default.fragmentation, explicit.fragmentation);
+    assert_eq!((default.events, default.cycles), (explicit.events, explicit.cycles));
+    for o in &default.outcomes {
+        if let Fate::Finished { start, end, .. } = o.fate {
+            assert_eq!(end - start, o.job.runtime, "job {} ran other than its trace runtime", o.job.id);
+        }
+    }
+}
+
+#[test]
+fn a_slowdown_level_the_cluster_lacks_is_an_error() {
+    let options = ReplayOptions { slowdown: "row=1.1".parse::<Slowdown>().unwrap(), ..ReplayOptions::default() };
+    let policy = PolicyConfig::builtin("fifo").unwrap();
+    let err = replay(two_racks(), policy, &[gang("a", 0, 10, 1, 1)], options, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, SimError::Slowdown(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "slowdown level `row` is not a level of cluster `t`; known levels: cluster, rack, host"
+    );
+}
+
+#[test]
+fn fragmentation_of_a_hand_built_replay() {
+    // Strict FIFO on 4 hosts of 8 GPUs. At 0 `spread` puts a 6-GPU pod on every host, leaving
+    // 2 GPUs free on each: `four` (one 4-GPU pod) cannot start, so all 8 free GPUs are
+    // fragmented. At 20 `two` (2 GPUs) queues behind `four`; now the smallest waiting gang fits
+    // every host, so nothing is fragmented, though it still waits. At 100 `spread` ends and
+    // both start; `two` ends at 130, `four` at 150.
+    let jobs = [gang("spread", 0, 100, 4, 6), gang("four", 0, 50, 1, 4), gang("two", 20, 30, 1, 2)];
+    let result = replay_on_two_racks("fifo", &jobs, "");
+    assert_eq!(runs(&result), [("spread", 100, "cluster"), ("four", 50, "host"), ("two", 30, "host")]);
+    let f = &result.fragmentation;
+    assert_eq!(f.observed_s, 150);
+    // 8 GPUs for 20 s out of 150 s.
+    assert_eq!(f.mean_fragmented_gpus, 1.067);
+    assert_eq!(f.max_fragmented_gpus, 8);
+    // Free GPU-seconds: 8 x 20 + 8 x 80 + 26 x 30 + 28 x 20 = 2140.
+    assert_eq!(f.mean_free_gpus, 14.267);
+    assert_eq!(f.fragmented_share_of_free, 0.074766);
+    // A gang waited from 0 to 100, each time with at least its GPUs free.
+    assert_eq!(f.waiting_share, 0.666667);
+    assert_eq!(f.blocked_with_free_gpus_share, 0.666667);
+    let series: Vec<(u64, f64, f64)> = f.series.iter().map(|p| (p.t, p.fragmented_gpus, p.free_gpus)).collect();
+    assert_eq!(series.len(), 150);
+    assert_eq!(series[19], (19, 8.0, 8.0));
+    assert_eq!(series[20], (20, 0.0, 8.0));
+    assert_eq!(series[100], (100, 0.0, 26.0));
+    assert_eq!(series[149], (149, 0.0, 28.0));
 }

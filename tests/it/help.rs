@@ -2,8 +2,17 @@
 
 use crate::trainyard;
 
-const SIMULATE_FLAGS: [&str; 8] =
-    ["--cluster", "--trace", "--format", "--policy", "--estimates", "--out", "--skip-bad-rows", "--quiet"];
+const SIMULATE_FLAGS: [&str; 9] = [
+    "--cluster",
+    "--trace",
+    "--format",
+    "--policy",
+    "--estimates",
+    "--slowdown",
+    "--out",
+    "--skip-bad-rows",
+    "--quiet",
+];
 
 #[track_caller]
 fn help(args: &[&str]) -> String {

@@ -225,3 +225,60 @@ fn a_closed_stdout_is_not_a_panic() {
     let status = child.wait().expect("the child exits");
     assert!(!stderr.contains("panicked"), "status {status}, stderr:\n{stderr}");
 }
+
+#[test]
+fn slowdown_lengthens_wide_gangs_and_the_json_has_a_placement_section() {
+    let dir = TempDir::create();
+    // On the built-in cluster (8 hosts of 8 GPUs per rack, 4 racks per block): `tiny` stays on
+    // one host, `wide` (9 hosts) needs a block, `huge` (40 hosts) the whole cluster. One at a time.
+    let trace = dir.write(
+        "spans.csv",
+        &format!("{CSV_HEADER}\ntiny,0,100,,t,0,1,8,0,0,\nwide,1000,100,,t,0,9,8,0,0,\nhuge,2000,100,,t,0,40,8,0,0,\n"),
+    );
+    let out = dir.path("slow.json");
+    let run = trainyard(&["simulate", "--trace", &trace, "--slowdown", "rack=1.05,cluster=1.25", "--out", &arg(&out)]);
+    run.assert_success().assert_stdout_has(&[
+        "\nPlacement (finished gangs by the smallest domain holding all their pods)\n",
+        "  host         1.00  default      1  33.3%     8       2.0%\n",
+        "  block        1.05  rack         1  33.3%    72      18.0%\n",
+        "  cluster      1.25  cluster      1  33.3%   320      80.0%\n",
+        "  mean slowdown    1.100 (GPU-weighted 1.209)\n",
+    ]);
+    let json = read(&out);
+    validate(&json).unwrap();
+    assert_json_agrees_with_table(&json, &run.stdout);
+    // `huge` ends at 2000 + ceil(100 x 1.25); without the slowdown it would end at 2100.
+    assert_eq!(number_after(&json, "\"summary\"", "makespan_s"), 2125.0);
+    assert!(json.find("\"unschedulable\": []").unwrap() < json.find("\"placement\"").unwrap());
+    assert_eq!(number_after(&json, "\"placement\"", "mean_factor"), 1.1);
+    assert_eq!(number_after(&json, "\"placement\"", "gpu_weighted_mean_factor"), 1.209);
+    assert_eq!(number_after(&json, "\"level\": \"block\"", "factor"), 1.05);
+    assert_eq!(number_after(&json, "\"fragmentation\"", "observed_s"), 2125.0);
+    assert!(json.contains("\"from\": \"rack\""), "block inherits the rack factor");
+    assert!(json.contains("\"series\": ["));
+    let plain = dir.path("plain.json");
+    trainyard(&["simulate", "--trace", &trace, "--quiet", "--out", &arg(&plain)]).assert_success();
+    let plain = read(&plain);
+    assert_eq!(number_after(&plain, "\"summary\"", "makespan_s"), 2100.0);
+    assert_eq!(number_after(&plain, "\"placement\"", "mean_factor"), 1.0);
+}
+
+#[test]
+fn a_bad_slowdown_is_a_usage_error_and_an_unknown_level_is_named() {
+    let dir = TempDir::create();
+    let out = dir.path("report.json");
+    // Syntax is checked by the argument parser: clap's usage-error status, like any bad flag value.
+    let run = trainyard(&["simulate", "--slowdown", "rack=fast", "--out", &arg(&out)]);
+    assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+    assert_eq!(run.stdout, "");
+    assert!(run.stderr.contains("bad slowdown entry `rack=fast`: factor `fast` is not a number"), "{}", run.stderr);
+    let run = trainyard(&["simulate", "--slowdown", "cluster=0.5"]);
+    assert_eq!(run.status.code(), Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("below 1.0"), "{}", run.stderr);
+    // A level is checked against the cluster once it is loaded, like the other input errors.
+    let run = trainyard(&["simulate", "--slowdown", "rack=1.1,row=1.2", "--out", &arg(&out)]);
+    run.assert_error(&[
+        "--slowdown: slowdown level `row` is not a level of cluster `demo`; known levels: cluster, block, rack, host",
+    ]);
+    assert!(!out.exists(), "a failed run wrote a report");
+}
