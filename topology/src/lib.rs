@@ -18,6 +18,7 @@ mod request;
 mod resources;
 pub mod sources;
 mod spec;
+pub mod torus;
 
 pub use cluster::{Cluster, Txn};
 pub use error::{Error, InputError, Result};
