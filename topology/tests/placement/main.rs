@@ -1,6 +1,7 @@
-//! Placement tests: the greedy search, the exact search against brute force, the baselines.
+//! Placement tests: greedy, exact and joint search against brute force, the baselines, TPU slices.
 
 mod common;
 mod exact;
 mod greedy;
 mod joint;
+mod torus;
