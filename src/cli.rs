@@ -5,6 +5,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use trainyard_simulator::Slowdown;
 
+use crate::cluster_source::ClusterArgs;
+use crate::place::PlaceArgs;
+
 /// trainyard: a topology-aware gang scheduler for distributed training.
 ///
 /// `trainyard simulate` replays a cluster trace through the same scheduling engine the
@@ -20,7 +23,12 @@ pub struct Cli {
 /// Shown under the top-level help, so `trainyard --help` covers every flag of the main job.
 const SIMULATE_FLAGS: &str = "\
 Flags of `trainyard simulate` (see `trainyard simulate --help`):
-  --cluster FILE      cluster YAML; default: built-in 512-GPU cluster
+  --cluster FILE      cluster YAML, Kubernetes Node list, Slurm topology.conf or
+                      Lingjun topo.csv; default: built-in 512-GPU cluster
+  --cluster-format F  yaml | k8s-nodes | slurm | lingjun; detected when omitted
+  --levels KEYS       node label keys of the levels (Kubernetes Node lists)
+  --kueue-topology F  a Kueue Topology object giving the level keys
+  --host-gpus N       GPUs per host where the source has none (default 8)
   --trace FILE        trace to replay; default: built-in synthetic trace (seed 42)
   --format FORMAT     philly | dirlab | csv | jsonl; detected when omitted
   --policy NAME|FILE  fifo | easy-backfill (default) | a policy YAML file
@@ -29,6 +37,9 @@ Flags of `trainyard simulate` (see `trainyard simulate --help`):
   --out FILE          write the report as JSON
   --skip-bad-rows     count unparsable trace rows as warnings instead of stopping
   --quiet             no progress bar, no table
+Flags of `trainyard place` (see `trainyard place --help`): the cluster flags above and
+  --pods --gpus --cpus --memory-gib --topology --slice --pod-set --policy --load --seed
+  --intra-node --explain --time-limit-ms --torus --shape --slices --tpu-pods
 Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival
   --gpus-per-host --rack-level --format csv|jsonl --out FILE";
 
@@ -36,6 +47,8 @@ Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival
 enum Command {
     /// Replay a trace on a cluster under a policy and report the metrics.
     Simulate(SimulateArgs),
+    /// Place one gang (or TPU slices) on a cluster and print where it goes and why.
+    Place(PlaceArgs),
     /// Work with trace files.
     #[command(subcommand)]
     Trace(TraceCommand),
@@ -50,10 +63,8 @@ enum TraceCommand {
 /// Flags of `trainyard simulate`.
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Cluster description (YAML: levels plus listed or generated nodes).
-    /// Without it, a built-in 512-GPU cluster (2 blocks x 4 racks x 8 hosts x 8 GPUs).
-    #[arg(long, value_name = "FILE")]
-    pub cluster: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Trace to replay. Without it, a built-in synthetic trace (seed 42, 2,000 jobs).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
@@ -141,6 +152,7 @@ impl Cli {
     pub fn run(self) -> anyhow::Result<()> {
         match self.command {
             Command::Simulate(args) => crate::simulate::run(&args),
+            Command::Place(args) => crate::place::run(&args),
             Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
         }
     }

@@ -8,21 +8,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use trainyard_policies::{BUILTIN_POLICIES, PolicyConfig};
 use trainyard_simulator::TraceJob;
 use trainyard_simulator::trace::{self, ReadOptions, RowWarning, SynthConfig, TraceFormat};
-use trainyard_topology::Cluster;
 
 /// The built-in cluster: 2 blocks x 4 racks x 8 hosts x 8 GPUs.
 pub const BUILTIN_CLUSTER: &str = include_str!("../examples/clusters/demo.yaml");
-
-/// The cluster description and a name for reports.
-pub fn load_cluster(path: Option<&Path>) -> Result<Cluster> {
-    match path {
-        None => Ok(Cluster::from_yaml(BUILTIN_CLUSTER, "built-in cluster")?),
-        Some(path) => {
-            let text = read_text(path)?;
-            Ok(Cluster::from_yaml(&text, &path.display().to_string())?)
-        }
-    }
-}
 
 /// A built-in policy by name, or a policy file.
 pub fn load_policy(spec: &str) -> Result<PolicyConfig> {
@@ -83,6 +71,7 @@ fn detect_format(path: &Path) -> Result<TraceFormat> {
     })
 }
 
-fn read_text(path: &Path) -> Result<String> {
+/// A whole text file, with its name in the error.
+pub fn read_text(path: &Path) -> Result<String> {
     fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
 }

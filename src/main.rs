@@ -1,7 +1,9 @@
 //! trainyard: topology-aware gang scheduling for distributed training (CLI entry point).
 
 mod cli;
+mod cluster_source;
 mod inputs;
+mod place;
 mod simulate;
 mod synth;
 

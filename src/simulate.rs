@@ -17,7 +17,7 @@ use crate::inputs;
 /// Runs one simulation. Inputs are fully read and checked before the replay starts, and
 /// nothing is printed or written unless the whole replay succeeds.
 pub fn run(args: &SimulateArgs) -> Result<()> {
-    let cluster = inputs::load_cluster(args.cluster.as_deref())?;
+    let cluster = args.cluster.load()?;
     let policy = inputs::load_policy(&args.policy)?;
     let topo = cluster.topology();
     let slowdown = args.slowdown.clone().unwrap_or_default();

@@ -5,8 +5,8 @@
 //! the journal backwards, so a gang that does not fully fit leaves no trace.
 
 use crate::placement::{
-    self, CostModel, JointOptions, JointPlacement, JointRequest, Placement, PlacementFailure, PlacementPolicy,
-    PlacementRequest,
+    self, CostModel, Explanation, JointOptions, JointPlacement, JointRequest, Placement, PlacementFailure,
+    PlacementPolicy, PlacementRequest,
 };
 use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
 
@@ -218,6 +218,15 @@ impl Cluster {
         request: &PlacementRequest,
     ) -> std::result::Result<Placement, PlacementFailure> {
         placement::place(&self.topo, &self.free, request, policy, &self.model, &mut self.scratch)
+    }
+
+    /// Places a gang under `policy` without allocating, and explains the answer.
+    pub fn explain(
+        &mut self,
+        policy: PlacementPolicy,
+        request: &PlacementRequest,
+    ) -> std::result::Result<Explanation, PlacementFailure> {
+        placement::explain(&self.topo, &self.free, request, policy, &self.model, &mut self.scratch)
     }
 
     /// Finds where a gang of several pod sets would go now (greedy, then the exact model),

@@ -24,8 +24,9 @@ pub use cluster::{Cluster, Txn};
 pub use error::{Error, InputError, Result};
 pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topology};
 pub use placement::{
-    CostModel, JointOptions, JointPlacement, JointRequest, ParsePlacementPolicyError, Placement, PlacementFailure,
-    PlacementPolicy, PlacementRequest, PodSet, SearchPath, Spans,
+    CostBreakdown, CostModel, Explanation, JointOptions, JointPlacement, JointRequest, LevelVerdict,
+    ParsePlacementPolicyError, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, PodSet, Rival,
+    SearchPath, Spans,
 };
 pub use request::{GangShape, ParseTopologyRequestError, TopologyRequest};
 pub use resources::Resources;

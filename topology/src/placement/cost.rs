@@ -62,6 +62,55 @@ impl CostModel {
     }
 }
 
+/// A cost taken apart: domains used and their weight per level, and stranded GPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CostBreakdown {
+    /// `(level name, domains used, weight of one)`, outermost level first, hosts last.
+    pub levels: Vec<(String, u32, u64)>,
+    /// GPUs left free on the hosts the gang uses.
+    pub stranded_gpus: u64,
+    /// Cost of each of them.
+    pub stranded_per_gpu: u64,
+    /// The total, equal to [`CostModel::cost`].
+    pub total: u64,
+}
+
+impl std::fmt::Display for CostBreakdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} =", self.total)?;
+        for (i, (level, count, weight)) in self.levels.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " +" };
+            write!(f, "{sep} {count} {level} x {weight}")?;
+        }
+        write!(f, " + {} stranded GPUs x {}", self.stranded_gpus, self.stranded_per_gpu)
+    }
+}
+
+impl CostModel {
+    /// [`CostModel::cost`], term by term.
+    pub fn breakdown(
+        &self,
+        topo: &Topology,
+        free: &[Resources],
+        pod: Resources,
+        per_host: &[(HostId, u32)],
+    ) -> CostBreakdown {
+        let h = topo.host_depth();
+        let spans = Spans::of(topo, per_host.iter().map(|&(host, _)| host));
+        let levels =
+            (1..=h).map(|d| (topo.levels()[usize::from(d) - 1].clone(), spans.at(d), self.weight(d, h))).collect();
+        let stranded_gpus = per_host
+            .iter()
+            .map(|&(host, k)| {
+                let f = free[topo.host_domain(host).0 as usize];
+                f.gpus.saturating_sub(pod.gpus.saturating_mul(u64::from(k)))
+            })
+            .sum::<u64>();
+        let total = self.cost(topo, free, pod, per_host);
+        CostBreakdown { levels, stranded_gpus, stranded_per_gpu: self.stranded_per_gpu, total }
+    }
+}
+
 /// How many distinct domains a placement uses at each level.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Spans {

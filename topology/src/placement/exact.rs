@@ -95,6 +95,38 @@ pub(crate) fn place_with_budget(
     Some(placement)
 }
 
+/// The cheapest cost of holding the whole gang inside each domain at `depth` that can hold
+/// it, in index order (the weights of the domains above are included). `None` past the budget.
+pub(crate) fn domain_costs(
+    topo: &Topology,
+    free: &[Resources],
+    request: &PlacementRequest,
+    model: &CostModel,
+    greedy: &greedy::Scratch,
+    scratch: &mut Scratch,
+    depth: u8,
+) -> Option<Vec<(DomainId, u64)>> {
+    let units = Units::of(request).ok()?;
+    let fits = &greedy.fits;
+    scratch.arena.clear();
+    scratch.start.resize(topo.domain_count(), 0);
+    scratch.len.clear();
+    scratch.len.resize(topo.domain_count(), 0);
+    let above: u64 = (1..depth).map(|d| model.weight(d, topo.host_depth())).sum();
+    let mut search =
+        Search { topo, free, pod: request.pod, units, fits, model, steps: 0, budget: STEP_BUDGET, scratch };
+    let mut out = Vec::new();
+    for d in domains_at(topo, fits, depth) {
+        if fits[d.0 as usize] >= units.need(depth) {
+            let cost = search.table(d)?[units.pods as usize];
+            if cost < INF {
+                out.push((d, cost + above));
+            }
+        }
+    }
+    Some(out)
+}
+
 /// The depth whose domains may enclose the gang: the required level; the preferred level
 /// when some domain there holds the whole gang (Kueue's reading of "preferred"); else the root.
 pub(crate) fn search_depth(topo: &Topology, request: &PlacementRequest, units: &Units, fits: &[u64]) -> u8 {

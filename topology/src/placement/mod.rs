@@ -8,12 +8,14 @@
 mod baselines;
 pub(crate) mod cost;
 mod exact;
+mod explain;
 pub(crate) mod greedy;
 mod joint;
 mod mip;
 mod policy;
 
-pub use cost::{CostModel, Spans};
+pub use cost::{CostBreakdown, CostModel, Spans};
+pub use explain::{Explanation, LevelVerdict, Rival};
 pub use joint::{JointOptions, JointPlacement, JointRequest, PodSet};
 pub use policy::{ParsePlacementPolicyError, PlacementPolicy};
 
@@ -168,4 +170,16 @@ pub(crate) fn place_joint(
     scratch: &mut Scratch,
 ) -> Result<JointPlacement, PlacementFailure> {
     joint::place(topo, free, request, model, options, &mut scratch.greedy)
+}
+
+/// Places a gang with `policy` and says why it went there.
+pub(crate) fn explain(
+    topo: &Topology,
+    free: &[Resources],
+    request: &PlacementRequest,
+    policy: PlacementPolicy,
+    model: &CostModel,
+    scratch: &mut Scratch,
+) -> Result<Explanation, PlacementFailure> {
+    explain::explain(topo, free, request, policy, model, scratch)
 }

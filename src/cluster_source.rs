@@ -1,0 +1,110 @@
+//! Loads a cluster from any topology source: trainyard YAML, a Kubernetes Node list, a Slurm
+//! topology.conf or the Lingjun fabric CSV; reports what the reader left out.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use trainyard_topology::sources::k8s_nodes::{self, NodeListOptions};
+use trainyard_topology::sources::{HostDefaults, LoadedTopology, lingjun, slurm};
+use trainyard_topology::{Cluster, Resources, Topology};
+
+use crate::inputs::{BUILTIN_CLUSTER, read_text};
+
+/// Where the cluster comes from; shared by `simulate` and `place`.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// Cluster topology: a trainyard cluster YAML, a Kubernetes Node list (`kubectl get nodes
+    /// -o json|yaml`), a Slurm topology.conf (tree or block form) or the Lingjun `topo.csv`.
+    /// Without it, a built-in 512-GPU cluster (2 blocks x 4 racks x 8 hosts x 8 GPUs).
+    #[arg(long, value_name = "FILE")]
+    pub cluster: Option<PathBuf>,
+    /// How to read --cluster; detected from the file name and contents when omitted.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub cluster_format: Option<ClusterFormat>,
+    /// Node label keys of the levels, outermost first, for Kubernetes Node lists (as a Kueue
+    /// Topology names them), e.g. `cloud.google.com/gce-topology-block,kubernetes.io/hostname`.
+    /// Default: `kubernetes.io/hostname`, plus `nvidia.com/gpu.clique` when nodes carry it.
+    #[arg(long, value_delimiter = ',', value_name = "KEY,...")]
+    pub levels: Vec<String>,
+    /// A Kueue `Topology` object (YAML or JSON) whose `spec.levels` give the label keys.
+    #[arg(long, value_name = "FILE", conflicts_with = "levels")]
+    pub kueue_topology: Option<PathBuf>,
+    /// GPUs per host where the source records none (Slurm topology.conf, Lingjun topo.csv).
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub host_gpus: u64,
+}
+
+/// The topology sources trainyard reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ClusterFormat {
+    /// trainyard cluster YAML (levels plus listed or generated nodes).
+    Yaml,
+    /// `kubectl get nodes -o json` or `-o yaml`.
+    K8sNodes,
+    /// Slurm topology.conf.
+    Slurm,
+    /// The Alibaba Lingjun fabric (`ip,DSW,PSW,ASW`).
+    Lingjun,
+}
+
+impl ClusterArgs {
+    /// Reads and builds the cluster, printing every item the reader left out to stderr.
+    pub fn load(&self) -> Result<Cluster> {
+        let Some(path) = &self.cluster else {
+            return Ok(Cluster::from_yaml(BUILTIN_CLUSTER, "built-in cluster")?);
+        };
+        let text = read_text(path)?;
+        let name = path.display().to_string();
+        let format = self.cluster_format.unwrap_or_else(|| detect(path, &text));
+        let defaults =
+            HostDefaults { capacity: Resources { gpus: self.host_gpus, ..HostDefaults::default().capacity } };
+        let loaded: LoadedTopology = match format {
+            ClusterFormat::Yaml => return Ok(Cluster::from_yaml(&text, &name)?),
+            ClusterFormat::Slurm => slurm::parse(&text, &name, defaults)?,
+            ClusterFormat::Lingjun => lingjun::parse(&text, &name, defaults)?,
+            ClusterFormat::K8sNodes => {
+                let mut options = NodeListOptions::default();
+                if let Some(kueue) = &self.kueue_topology {
+                    let kueue_text = read_text(kueue)?;
+                    options.level_keys =
+                        k8s_nodes::level_keys_from_kueue_topology(&kueue_text, &kueue.display().to_string())?;
+                } else if !self.levels.is_empty() {
+                    options.level_keys = self.levels.clone();
+                }
+                k8s_nodes::parse(&text, &name, &options)?
+            }
+        };
+        report_left_out(&loaded);
+        let topo = Topology::build(&loaded.spec).with_context(|| format!("cannot build the topology of {name}"))?;
+        Ok(Cluster::new(topo))
+    }
+}
+
+/// The first warnings in full, then a count: a 10,000-node list may leave out hundreds.
+fn report_left_out(loaded: &LoadedTopology) {
+    const SHOWN: usize = 10;
+    for w in loaded.warnings.iter().take(SHOWN) {
+        eprintln!("warning: {w}");
+    }
+    if loaded.warnings.len() > SHOWN {
+        eprintln!("warning: ... and {} more items left out", loaded.warnings.len() - SHOWN);
+    }
+}
+
+/// Guesses the format from the extension, then from the contents.
+fn detect(path: &Path, text: &str) -> ClusterFormat {
+    let head = text.trim_start();
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+    let looks_k8s = head.starts_with('{')
+        || text.lines().any(|l| matches!(l.trim(), "kind: List" | "kind: NodeList" | "kind: Node" | "items:"));
+    match ext {
+        "csv" => ClusterFormat::Lingjun,
+        "conf" => ClusterFormat::Slurm,
+        "json" => ClusterFormat::K8sNodes,
+        _ if head.starts_with("ip,") => ClusterFormat::Lingjun,
+        _ if text.contains("SwitchName=") || text.contains("BlockName=") => ClusterFormat::Slurm,
+        _ if looks_k8s => ClusterFormat::K8sNodes,
+        _ => ClusterFormat::Yaml,
+    }
+}

@@ -1,0 +1,397 @@
+//! `trainyard place`: where one gang (or a set of TPU slices) would go, its cost, and why.
+
+use std::io::Write;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use trainyard_topology::intra_node::{self, HostDevices};
+use trainyard_topology::torus::{SliceShape, Torus, TorusSpec, TpuPool};
+use trainyard_topology::{
+    Cluster, HostId, JointOptions, JointRequest, LevelConstraint, Placement, PlacementPolicy, PlacementRequest, PodSet,
+    Resources, SliceConstraint, Spans, TopologyRequest,
+};
+
+use crate::cluster_source::ClusterArgs;
+use crate::inputs::read_text;
+
+/// Flags of `trainyard place`.
+#[derive(Debug, Args)]
+pub struct PlaceArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    /// Pods in the gang.
+    #[arg(long, default_value_t = 8)]
+    pub pods: u32,
+    /// GPUs per pod.
+    #[arg(long, default_value_t = 8)]
+    pub gpus: u64,
+    /// CPU cores per pod.
+    #[arg(long, default_value_t = 0)]
+    pub cpus: u64,
+    /// Memory per pod, GiB.
+    #[arg(long, default_value_t = 0, value_name = "GIB")]
+    pub memory_gib: u64,
+    /// How close the pods must be: `unconstrained`, `preferred:LEVEL` or `required:LEVEL`.
+    #[arg(long, default_value = "unconstrained", value_name = "REQUEST")]
+    pub topology: TopologyRequest,
+    /// Cut the gang into slices: every SIZE pods inside one domain of LEVEL (`rack:4`).
+    #[arg(long, value_name = "LEVEL:SIZE")]
+    pub slice: Option<String>,
+    /// One pod set of a multi-set gang, `NAME:PODSxGPUS` or `NAME:PODSxGPUS@LEVEL` (the set
+    /// alone within one domain of LEVEL); repeat for each set. Replaces --pods/--gpus.
+    #[arg(long = "pod-set", value_name = "NAME:PODSxGPUS[@LEVEL]")]
+    pub pod_sets: Vec<String>,
+    /// Placement policy: trainyard, greedy, first-fit, kueue-best-fit, slurm-tree, or `all`
+    /// to compare every policy on the same free capacity.
+    #[arg(long, default_value = "trainyard", value_name = "POLICY")]
+    pub policy: String,
+    /// Fill this share of the GPUs first, host by host at random (deterministic for --seed),
+    /// to see placement on a busy, fragmented cluster.
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
+    pub load: f64,
+    /// Seed of --load.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Layout inside each host, to assign GPU indices per pod: azure-ndv4, azure-ndv5, aws-p4d
+    /// or an NCCL topology XML file.
+    #[arg(long, value_name = "NAME|FILE")]
+    pub intra_node: Option<String>,
+    /// Explain the answer: its cost term by term, and why other levels and domains lost.
+    #[arg(long)]
+    pub explain: bool,
+    /// Time budget of the exact search for multi-set gangs, milliseconds.
+    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    pub time_limit_ms: u64,
+    /// Place TPU slices instead: the torus of one pod (`v4`, `v5p`, `v5e`, or `16x16x16` with
+    /// options `:nowrap`, `:wrap=xy`, `:host=2x2x1`).
+    #[arg(long, value_name = "SPEC")]
+    pub torus: Option<String>,
+    /// Shape of each TPU slice, e.g. `4x4x8`.
+    #[arg(long, value_name = "AxBxC", requires = "torus")]
+    pub shape: Option<String>,
+    /// Number of TPU slices (a multi-slice job).
+    #[arg(long, default_value_t = 1, requires = "torus")]
+    pub slices: u32,
+    /// Number of TPU pods of that torus.
+    #[arg(long, default_value_t = 1, requires = "torus")]
+    pub tpu_pods: u32,
+}
+
+/// Runs `trainyard place`.
+pub fn run(args: &PlaceArgs) -> Result<()> {
+    if !(0.0..1.0).contains(&args.load) {
+        bail!("--load {} must be at least 0 and below 1", args.load);
+    }
+    let text = match &args.torus {
+        Some(spec) => place_tpu(args, spec)?,
+        None => place_gpus(args)?,
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to standard output")
+}
+
+fn place_gpus(args: &PlaceArgs) -> Result<String> {
+    let mut cluster = args.cluster.load()?;
+    let used = fill(&mut cluster, args.load, args.seed)?;
+    let topo = cluster.topology().clone();
+    let mut text = format!(
+        "cluster {}: {} hosts, {} GPUs, levels {}; {} GPUs free",
+        topo.name(),
+        topo.host_count(),
+        cluster.total_capacity().gpus,
+        topo.levels().join(" > "),
+        cluster.total_free().gpus
+    );
+    if used > 0 {
+        text.push_str(&format!(" after --load {} (seed {})", args.load, args.seed));
+    }
+    text.push('\n');
+    let constraint = topo.resolve(&args.topology)?;
+    if !args.pod_sets.is_empty() {
+        return place_joint(args, &mut cluster, constraint, text);
+    }
+    let slice = args.slice.as_deref().map(|s| parse_slice(&topo, s)).transpose()?;
+    let constraint = LevelConstraint { slice, ..constraint };
+    let pod = Resources { gpus: args.gpus, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
+    let request = PlacementRequest { pods: args.pods, pod, constraint };
+    text.push_str(&format!("gang: {} pods x {}, {}", args.pods, pod, args.topology));
+    if let Some(s) = slice {
+        text.push_str(&format!(", slices of {} per {}", s.size, topo.levels()[usize::from(s.depth) - 1]));
+    }
+    text.push('\n');
+    if args.policy == "all" {
+        text.push_str(&compare_policies(&mut cluster, &request));
+        return Ok(text);
+    }
+    let policy: PlacementPolicy = args.policy.parse()?;
+    let placed = if args.explain {
+        cluster.explain(policy, &request).map(|e| (e.placement.clone(), Some(e)))
+    } else {
+        cluster.place_with(policy, &request).map(|p| (p, None))
+    };
+    let (placement, explanation) =
+        placed.map_err(|f| anyhow!("the gang does not fit now: {}", describe_failure(&f)))?;
+    text.push_str(&describe_placement(&cluster, policy, &placement));
+    if let Some(name) = &args.intra_node {
+        text.push_str(&assign_devices(&cluster, name, &placement, &request)?);
+    }
+    if let Some(e) = explanation {
+        text.push('\n');
+        text.push_str(&e.to_string());
+    }
+    Ok(text)
+}
+
+/// Fills `load` of the GPUs, hosts in a seeded random order, each a random amount.
+fn fill(cluster: &mut Cluster, load: f64, seed: u64) -> Result<u64> {
+    let target = (load * cluster.total_capacity().gpus as f64).round() as u64;
+    let mut rng = SplitMix(seed);
+    let mut hosts: Vec<HostId> = cluster.topology().hosts().collect();
+    for i in (1..hosts.len()).rev() {
+        hosts.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+    }
+    let mut used = 0;
+    for h in hosts {
+        let cap = cluster.topology().host_capacity(h);
+        if used >= target || cap.gpus == 0 {
+            continue;
+        }
+        // Half the hosts busy in full, half in part: whole free hosts remain, as in a real cluster.
+        let k = if rng.next().is_multiple_of(2) { cap.gpus } else { 1 + rng.next() % cap.gpus }.min(target - used);
+        let share = |x: u64| x * k / cap.gpus;
+        cluster
+            .allocate(h, Resources { gpus: k, cpu_milli: share(cap.cpu_milli), memory_mib: share(cap.memory_mib) })?;
+        used += k;
+    }
+    Ok(used)
+}
+
+/// SplitMix64: a tiny deterministic generator, enough for --load.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+fn parse_slice(topo: &trainyard_topology::Topology, text: &str) -> Result<SliceConstraint> {
+    let (level, size) =
+        text.split_once(':').ok_or_else(|| anyhow!("--slice `{text}`: expected LEVEL:SIZE, e.g. rack:4"))?;
+    let size: u32 = size.trim().parse().map_err(|_| anyhow!("--slice `{text}`: `{size}` is not a pod count"))?;
+    if size == 0 {
+        bail!("--slice `{text}`: the slice size must be at least 1");
+    }
+    Ok(SliceConstraint { depth: topo.level_depth(level.trim())?, size })
+}
+
+fn describe_failure(f: &trainyard_topology::PlacementFailure) -> String {
+    use trainyard_topology::PlacementFailure as F;
+    match f {
+        F::Capacity { requested, free } => {
+            format!("it needs {requested}; {free} is free, but too little of it where whole pods (and slices) fit")
+        }
+        F::Topology { level, pods, best_domain_fit } => {
+            format!("no {level} holds {pods} pods; the best takes {best_domain_fit}")
+        }
+        F::BadSlice { pods, size } => format!("{pods} pods cannot be cut into slices of {size}"),
+    }
+}
+
+fn describe_placement(cluster: &Cluster, policy: PlacementPolicy, p: &Placement) -> String {
+    let topo = cluster.topology();
+    let per_host = p.per_host();
+    let optimal = match p.gap() {
+        Some(0) => "optimal".to_string(),
+        Some(gap) => format!("gap {gap}"),
+        None => "optimality not checked".to_string(),
+    };
+    let within = match p.depth {
+        0 => "across the whole cluster".to_string(),
+        _ => format!("within {} {}", topo.level_name(p.domain), topo.path(p.domain)),
+    };
+    let mut text = format!(
+        "placement ({policy}, {:?} path, {optimal}): {} pod(s) on {} host(s) {within}\n",
+        p.path,
+        p.hosts.len(),
+        per_host.len(),
+    );
+    for (host, k) in &per_host {
+        text.push_str(&format!("  {:<40} {k} pod(s)\n", topo.path(topo.host_domain(*host))));
+    }
+    let spans = Spans::of(topo, p.hosts.iter().copied());
+    let counts: Vec<String> =
+        topo.levels().iter().zip(&spans.per_level).map(|(level, n)| format!("{n} {level}")).collect();
+    text.push_str(&format!("spans {}; cost {}\n", counts.join(", "), p.cost));
+    text
+}
+
+fn compare_policies(cluster: &mut Cluster, request: &PlacementRequest) -> String {
+    let levels = cluster.topology().levels().to_vec();
+    let mut text = format!("{:<16} {:<9} {:>9}  {:<28} {}\n", "policy", "path", "cost", "within", levels.join(" / "));
+    for policy in PlacementPolicy::ALL {
+        match cluster.place_with(policy, request) {
+            Ok(p) => {
+                let topo = cluster.topology();
+                let spans = Spans::of(topo, p.hosts.iter().copied());
+                let within = if p.depth == 0 {
+                    "cluster".to_string()
+                } else {
+                    format!("{} {}", topo.level_name(p.domain), topo.path(p.domain))
+                };
+                let counts: Vec<String> = spans.per_level.iter().map(u32::to_string).collect();
+                text.push_str(&format!(
+                    "{:<16} {:<9} {:>9}  {:<28} {}\n",
+                    policy.name(),
+                    format!("{:?}", p.path).to_lowercase(),
+                    p.cost,
+                    within,
+                    counts.join(" / ")
+                ));
+            }
+            Err(f) => text.push_str(&format!("{:<16} does not fit: {}\n", policy.name(), describe_failure(&f))),
+        }
+    }
+    text
+}
+
+/// GPU indices for each pod, host by host, from the intra-node layout. GPUs already taken on
+/// a host (by --load) are assigned first so that the gang gets what is really left.
+fn assign_devices(cluster: &Cluster, name: &str, p: &Placement, request: &PlacementRequest) -> Result<String> {
+    let layout = match intra_node::builtin(name) {
+        Some(layout) => layout,
+        None => {
+            let path = std::path::Path::new(name);
+            if !path.exists() {
+                bail!(
+                    "--intra-node `{name}` is neither a built-in layout ({}) nor an existing file",
+                    intra_node::BUILTIN_NAMES.join(", ")
+                );
+            }
+            intra_node::parse_nccl_xml(&read_text(path)?, name)?
+        }
+    };
+    let topo = cluster.topology();
+    let per_pod =
+        u8::try_from(request.pod.gpus).map_err(|_| anyhow!("--intra-node: {} GPUs per pod", request.pod.gpus))?;
+    let mut text = format!("GPUs per pod ({name} layout):\n");
+    for (host, k) in p.per_host() {
+        let cap = topo.host_capacity(host).gpus;
+        if cap != u64::from(layout.gpu_count()) {
+            bail!("--intra-node `{name}` has {} GPUs but host {} has {cap}", layout.gpu_count(), topo.host_name(host));
+        }
+        let mut devices = HostDevices::new(layout.clone());
+        let busy = cap - cluster.host_free(host).gpus;
+        if busy > 0 {
+            devices.assign(busy as u8);
+        }
+        for pod in 0..k {
+            let a = devices.assign(per_pod).ok_or_else(|| anyhow!("host {} ran out of GPUs", topo.host_name(host)))?;
+            let gpus: Vec<String> = a.gpus.iter().map(u8::to_string).collect();
+            text.push_str(&format!(
+                "  {} pod {pod}: GPUs {} within one {:?}, NICs {}\n",
+                topo.host_name(host),
+                gpus.join(","),
+                a.locality,
+                a.nics.join(",")
+            ));
+        }
+    }
+    Ok(text)
+}
+
+fn place_joint(
+    args: &PlaceArgs,
+    cluster: &mut Cluster,
+    constraint: LevelConstraint,
+    mut text: String,
+) -> Result<String> {
+    let topo = cluster.topology().clone();
+    let sets = args.pod_sets.iter().map(|s| parse_pod_set(&topo, s, args)).collect::<Result<Vec<_>>>()?;
+    let request = JointRequest { sets, constraint: LevelConstraint { slice: None, ..constraint } };
+    let names: Vec<String> = request.sets.iter().map(|s| format!("{} {} x {}", s.name, s.pods, s.pod)).collect();
+    text.push_str(&format!("gang: {}; {}\n", names.join(" + "), args.topology));
+    let options = JointOptions { time_limit_ms: args.time_limit_ms, ..JointOptions::default() };
+    let p = cluster
+        .place_joint(&request, &options)
+        .map_err(|f| anyhow!("the gang does not fit now: {}", describe_failure(&f)))?;
+    let optimal = match p.gap() {
+        Some(0) => "optimal".to_string(),
+        Some(gap) => format!("gap {gap}"),
+        None => "not proven optimal".to_string(),
+    };
+    let within = match p.depth {
+        0 => "across the whole cluster".to_string(),
+        _ => format!("within {} {}", topo.level_name(p.domain), topo.path(p.domain)),
+    };
+    text.push_str(&format!("placement ({:?} path, {optimal}) {within}\n", p.path));
+    for (set, hosts) in request.sets.iter().zip(&p.sets) {
+        let mut per_host: Vec<(HostId, u32)> = Vec::new();
+        for &h in hosts {
+            match per_host.iter_mut().find(|(x, _)| *x == h) {
+                Some((_, n)) => *n += 1,
+                None => per_host.push((h, 1)),
+            }
+        }
+        per_host.sort();
+        let list: Vec<String> =
+            per_host.iter().map(|(h, n)| format!("{} x{n}", topo.path(topo.host_domain(*h)))).collect();
+        text.push_str(&format!("  {:<10} {}\n", set.name, list.join(", ")));
+    }
+    let spans = p.spans(&topo);
+    let counts: Vec<String> =
+        topo.levels().iter().zip(&spans.per_level).map(|(level, n)| format!("{n} {level}")).collect();
+    text.push_str(&format!("spans {}; cost {}\n", counts.join(", "), p.cost));
+    Ok(text)
+}
+
+/// `NAME:PODSxGPUS[@LEVEL]`.
+fn parse_pod_set(topo: &trainyard_topology::Topology, text: &str, args: &PlaceArgs) -> Result<PodSet> {
+    let bad = || anyhow!("--pod-set `{text}`: expected NAME:PODSxGPUS or NAME:PODSxGPUS@LEVEL, e.g. workers:16x8@rack");
+    let (name, rest) = text.split_once(':').ok_or_else(bad)?;
+    let (shape, level) = match rest.split_once('@') {
+        Some((shape, level)) => (shape, Some(level)),
+        None => (rest, None),
+    };
+    let (pods, gpus) = shape.split_once('x').ok_or_else(bad)?;
+    let pods: u32 = pods.trim().parse().map_err(|_| bad())?;
+    let gpus: u64 = gpus.trim().parse().map_err(|_| bad())?;
+    if name.trim().is_empty() || pods == 0 {
+        return Err(bad());
+    }
+    let within = level.map(|l| topo.level_depth(l.trim())).transpose()?;
+    let pod = Resources { gpus, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
+    Ok(PodSet { name: name.trim().to_string(), pods, pod, within, slice: None })
+}
+
+fn place_tpu(args: &PlaceArgs, spec: &str) -> Result<String> {
+    let spec: TorusSpec = spec.parse().with_context(|| format!("--torus `{spec}`"))?;
+    let shape_text = args.shape.as_deref().ok_or_else(|| anyhow!("--torus needs --shape, e.g. --shape 4x4x8"))?;
+    let shape: SliceShape = shape_text.parse().with_context(|| format!("--shape `{shape_text}`"))?;
+    if args.tpu_pods == 0 || args.slices == 0 {
+        bail!("--tpu-pods and --slices must be at least 1");
+    }
+    let pods = (0..args.tpu_pods).map(|_| Torus::new(spec.clone())).collect::<Result<Vec<_>, _>>()?;
+    let mut pool = TpuPool::new(pods);
+    let mut text = format!(
+        "TPU pool: {} pod(s) of torus {spec} ({} chips each)\nrequest: {} slice(s) of {shape} ({} chips each)\n",
+        args.tpu_pods,
+        spec.chips(),
+        args.slices,
+        shape.chips()
+    );
+    match pool.place_slices(&shape, args.slices)? {
+        Ok(placed) => {
+            for (i, (pod, mesh)) in placed.iter().enumerate() {
+                text.push_str(&format!("  slice {i}: pod {pod}, {mesh} ({} chips)\n", mesh.chips_count()));
+            }
+            text.push_str(&format!("{} chips left free\n", pool.free_chips()));
+        }
+        Err(failure) => bail!("the slices do not fit: {failure}"),
+    }
+    Ok(text)
+}
