@@ -1,4 +1,4 @@
-//! End-to-end tests of the `trainyard` binary: simulate, trace synth, bad input and help.
+//! End-to-end tests of the `trainyard` binary: simulate, place, trace synth, bad input and help.
 //!
 //! Every test runs the built binary as a child process from the package root, so
 //! relative paths such as `examples/...` and `data/...` resolve, and writes its own
@@ -7,6 +7,7 @@
 mod bad_input;
 mod help;
 mod json;
+mod place;
 mod simulate;
 mod synth;
 
