@@ -135,12 +135,12 @@ fn errors_name_what_is_wrong() {
 }
 
 #[test]
-fn a_slurm_topology_with_a_cycle_names_the_line() {
+fn slurm_topology_cycles_and_bad_ranges_name_the_line() {
     let dir = TempDir::create();
     let path = dir.write("topology.conf", "SwitchName=s0 Switches=s1\nSwitchName=s1 Switches=s0\n");
-    let run = trainyard(&["place", "--cluster", &path]);
-    let err = run.assert_error(&[&path]);
-    assert!(err.contains("line") && err.contains("s0") || err.contains("s1"), "{err}");
+    trainyard(&["place", "--cluster", &path]).assert_error(&[&path, "line 2", "the cycle s0 -> s1 -> s0"]);
+    let path = dir.write("ranges.conf", "SwitchName=s0 Nodes=n[1-4\n");
+    trainyard(&["place", "--cluster", &path]).assert_error(&[&path, "line 1", "unbalanced brackets in `n[1-4`"]);
 }
 
 #[test]
