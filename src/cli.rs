@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use trainyard_simulator::Slowdown;
+use trainyard_topology::PlacementPolicy;
 
 use crate::cluster_source::ClusterArgs;
 use crate::place::PlaceArgs;
@@ -32,6 +33,7 @@ Flags of `trainyard simulate` (see `trainyard simulate --help`):
   --trace FILE        trace to replay; default: built-in synthetic trace (seed 42)
   --format FORMAT     philly | dirlab | csv | jsonl; detected when omitted
   --policy NAME|FILE  fifo | easy-backfill (default) | a policy YAML file
+  --placement POLICY  trainyard (default) | greedy | first-fit | kueue-best-fit | slurm-tree
   --estimates SOURCE  trace (default) | actual: where runtime estimates come from
   --slowdown SPEC     runtime factor by span, e.g. rack=1.05,cluster=1.25; default: none
   --out FILE          write the report as JSON
@@ -78,6 +80,10 @@ pub struct SimulateArgs {
     /// (backfill mode, default runtime estimate, tenant queues with GPU quotas).
     #[arg(long, value_name = "NAME|FILE", default_value = "easy-backfill")]
     pub policy: String,
+    /// Placement policy, overriding the policy's `placement`: trainyard (default), greedy,
+    /// first-fit, kueue-best-fit or slurm-tree.
+    #[arg(long, value_name = "POLICY")]
+    pub placement: Option<PlacementPolicy>,
     /// Where runtime estimates come from: `trace` (the trace's estimate, else the policy's
     /// default) or `actual` (each job's real runtime, as if users knew it exactly).
     #[arg(long, value_enum, default_value_t = Estimates::Trace)]

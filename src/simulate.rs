@@ -18,7 +18,10 @@ use crate::inputs;
 /// nothing is printed or written unless the whole replay succeeds.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let cluster = args.cluster.load()?;
-    let policy = inputs::load_policy(&args.policy)?;
+    let mut policy = inputs::load_policy(&args.policy)?;
+    if let Some(placement) = args.placement {
+        policy.placement = placement;
+    }
     let topo = cluster.topology();
     let slowdown = args.slowdown.clone().unwrap_or_default();
     // Checked here, before the trace is read, so that a typo fails fast.
@@ -38,7 +41,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         cluster_hosts: topo.host_count() as u64,
         trace: trace.name.clone(),
         trace_format: trace.format.clone(),
-        policy: policy.name.clone(),
+        policy: format!("{} (placement {})", policy.name, policy.placement),
         skipped_rows: trace.skipped.len() as u64,
     };
     let estimates = match args.estimates {

@@ -36,7 +36,7 @@ fn default_run_prints_the_table_and_nothing_on_stderr() {
         "trainyard replay report\n",
         "cluster          demo (512 GPUs, 64 hosts)\n",
         "trace            built-in synthetic trace (seed 42, 2000 jobs) (synth)\n",
-        "policy           easy-backfill\n",
+        "policy           easy-backfill (placement trainyard)\n",
         "jobs             2000 (2000 finished, 0 unschedulable)\n",
         "skipped rows     0\n",
         "\nQueueing delay (submit to start, finished jobs)\n",
@@ -118,7 +118,7 @@ fn helios_excerpt_replays_as_dirlab() {
     run.assert_success().assert_stdout_has(&[
         "cluster          helios-704 (704 GPUs, 88 hosts)\n",
         "trace            data/traces/helios-excerpt.csv (dirlab)\n",
-        "policy           fifo\n",
+        "policy           fifo (placement trainyard)\n",
         "jobs             15000 (15000 finished, 0 unschedulable)\n",
         "backfilled       0 (0.0% of finished)\n",
         "  size cpu-only ",
@@ -133,7 +133,7 @@ fn every_policy_runs_on_the_built_in_trace() {
     {
         let run = trainyard(&["simulate", "--policy", policy]);
         run.assert_success().assert_stdout_has(&[
-            &format!("policy           {name}\n"),
+            &format!("policy           {name} (placement trainyard)\n"),
             "jobs             2000 (2000 finished, 0 unschedulable)\n",
         ]);
         let backfilled = table_value(&run.stdout, "backfilled");
@@ -281,4 +281,18 @@ fn a_bad_slowdown_is_a_usage_error_and_an_unknown_level_is_named() {
         "--slowdown: slowdown level `row` is not a level of cluster `demo`; known levels: cluster, block, rack, host",
     ]);
     assert!(!out.exists(), "a failed run wrote a report");
+}
+
+#[test]
+fn placement_policy_can_be_chosen_on_the_command_line() {
+    let run = trainyard(&["simulate", "--placement", "slurm-tree", "--quiet", "--out", "/dev/stdout"]);
+    run.assert_success();
+    assert!(
+        run.stdout.contains("easy-backfill (placement slurm-tree)"),
+        "{}",
+        &run.stdout[..400.min(run.stdout.len())]
+    );
+    let bad = trainyard(&["simulate", "--placement", "best"]);
+    assert_eq!(bad.status.code(), Some(2), "clap rejects bad flag values with 2");
+    assert!(bad.stderr.contains("`best` is not a placement policy"), "{}", bad.stderr);
 }
