@@ -17,10 +17,11 @@ use crate::{DomainId, HostId, Resources, Topology};
 pub(crate) struct Scratch {
     /// Units of the gang each domain holds (valid for domains visited by the last count).
     pub(crate) fits: Vec<u64>,
-    /// Per depth: best-fit candidate `(fits, free gpus, domain)` holding the whole gang.
+    /// Per depth: best-fit candidate `(fits, free gpus, domain)` holding the whole gang
+    /// (`(free gpus, fits, domain)` for hosts).
     best: Vec<Option<(u64, u64, u32)>>,
     /// Per depth: the most units any domain there can take.
-    most: Vec<u64>,
+    pub(crate) most: Vec<u64>,
 }
 
 impl Scratch {
@@ -150,6 +151,19 @@ pub(crate) fn place_under(
     Ok(finish(topo, free, request.pod, hosts, SearchPath::Greedy, model))
 }
 
+/// A lower bound on the cost of any placement of the request: at every level the gang needs
+/// at least as many domains as the roomiest one there divides it into, and strands nothing.
+/// When greedy meets it, greedy is optimal and the exact search can be skipped.
+pub(crate) fn lower_bound(topo: &Topology, units: &Units, scratch: &Scratch, model: &CostModel) -> u64 {
+    let h = topo.host_depth();
+    (1..=h)
+        .map(|d| {
+            let most = scratch.most[usize::from(d)].max(1);
+            model.weight(d, h) * units.need(d).div_ceil(most)
+        })
+        .sum()
+}
+
 /// Builds the [`Placement`] value of a host list: its enclosing domain and its cost.
 pub(crate) fn finish(
     topo: &Topology,
@@ -198,7 +212,9 @@ fn count_fits(
     let at = usize::from(depth);
     scratch.most[at] = scratch.most[at].max(fits);
     if fits >= units.need(depth) {
-        let candidate = (fits, f.gpus, d.0);
+        // Hosts compare by the GPUs they would strand (the cost model's tie-breaker), other
+        // domains by how many units they hold (tightest first).
+        let candidate = if children.is_empty() { (f.gpus, fits, d.0) } else { (fits, f.gpus, d.0) };
         let best = &mut scratch.best[at];
         if best.is_none_or(|b| candidate < b) {
             *best = Some(candidate);

@@ -147,7 +147,11 @@ pub(crate) fn place(
     match policy {
         PlacementPolicy::Greedy => greedy::place(topo, free, request, model, &mut scratch.greedy),
         PlacementPolicy::Trainyard => {
-            let greedy = greedy::place(topo, free, request, model, &mut scratch.greedy)?;
+            let mut greedy = greedy::place(topo, free, request, model, &mut scratch.greedy)?;
+            if proven_optimal(topo, request, &greedy, model, &scratch.greedy) {
+                greedy.lower_bound = Some(greedy.cost);
+                return Ok(greedy);
+            }
             match exact::place(topo, free, request, model, &scratch.greedy, &mut scratch.exact) {
                 Some(exact) if exact.cost < greedy.cost => Ok(exact),
                 Some(exact) => Ok(Placement { lower_bound: exact.lower_bound, ..greedy }),
@@ -157,6 +161,28 @@ pub(crate) fn place(
         PlacementPolicy::FirstFit => baselines::first_fit(topo, free, request, model, &mut scratch.greedy),
         PlacementPolicy::KueueBestFit => baselines::kueue_best_fit(topo, free, request, model, &mut scratch.greedy),
         PlacementPolicy::SlurmTree => baselines::slurm_tree(topo, free, request, model, &mut scratch.greedy),
+    }
+}
+
+/// Whether a greedy answer is optimal without searching: it meets the level-count lower
+/// bound, or it is the single host that strands least and stranding there costs less than
+/// a second host would.
+fn proven_optimal(
+    topo: &Topology,
+    request: &PlacementRequest,
+    greedy: &Placement,
+    model: &CostModel,
+    scratch: &greedy::Scratch,
+) -> bool {
+    let Ok(units) = greedy::Units::of(request) else { return false };
+    if greedy.cost == greedy::lower_bound(topo, &units, scratch, model) {
+        return true;
+    }
+    // Greedy picks, among single hosts that hold the gang, the one that strands least.
+    let single_host = greedy.depth == topo.host_depth() && request.constraint.slice.is_none();
+    single_host && {
+        let stranded = greedy.cost - (1..=topo.host_depth()).map(|x| model.weight(x, topo.host_depth())).sum::<u64>();
+        stranded < model.host_weight
     }
 }
 
