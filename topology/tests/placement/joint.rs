@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use trainyard_topology::{
-    Cluster, HostId, JointOptions, JointRequest, LevelConstraint, NodeEntry, PodSet, ResolvedSpec, Resources,
-    SearchPath, Topology,
+    Cluster, HostId, JointOptions, JointRequest, LevelConstraint, NodeEntry, PlacementPolicy, PlacementRequest, PodSet,
+    ResolvedSpec, Resources, SearchPath, Topology,
 };
 
 use crate::common::cluster;
@@ -154,6 +154,31 @@ proptest! {
                 }
             }
             Err(e) => prop_assert_eq!(optimum, None, "{:?}", e),
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+
+    /// The MIP model and the tree search are two exact methods for one pod set: they agree.
+    #[test]
+    fn the_mip_agrees_with_the_tree_search_on_one_pod_set(
+        mut c in arb_small(), pods in 1u32..=4, gpus in 1u64..=3, top in 0u8..=3, preferred in any::<bool>(),
+    ) {
+        let top = top.min(c.topology().host_depth());
+        let constraint = match (top, preferred) {
+            (0, _) => LevelConstraint::UNCONSTRAINED,
+            (t, true) => LevelConstraint { top_depth: 0, preferred_depth: Some(t), slice: None },
+            (t, false) => LevelConstraint { top_depth: t, preferred_depth: Some(t), slice: None },
+        };
+        let single = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint };
+        let joint = JointRequest { sets: vec![set("all", pods, gpus)], constraint };
+        let tree = c.place_with(PlacementPolicy::Trainyard, &single);
+        let mip = c.place_joint(&joint, &JointOptions::default());
+        match (tree, mip) {
+            (Ok(t), Ok(m)) => prop_assert_eq!(t.cost, m.cost, "tree {:?} mip {:?}", t, m),
+            (t, m) => prop_assert_eq!(t.is_ok(), m.is_ok(), "tree {:?} mip {:?}", t, m),
         }
     }
 }
