@@ -17,7 +17,7 @@ fn places_a_gang_on_the_built_in_cluster_within_one_rack() {
 fn explain_names_the_cost_terms_and_the_losing_domains() {
     let run = trainyard(&["place", "--pods", "12", "--gpus", "4", "--load", "0.4", "--seed", "3", "--explain"]);
     run.assert_success().assert_stdout_has(&[
-        "why this placement (trainyard)",
+        "why this placement (trainyard): greedy answer, proven optimal",
         "cost 26624 = 1 block x 16384 + 1 rack x 4096 + 6 host x 1024 + 0 stranded GPUs x 64",
         "optimality gap 0",
         "no host holds 12 pods: the roomiest",

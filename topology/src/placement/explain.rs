@@ -135,7 +135,7 @@ impl Explanation {
                 "exact tree search: the cheapest placement under the cost model (it beat the greedy answer)"
             }
             (PlacementPolicy::Trainyard, _) => {
-                "greedy answer, confirmed optimal by the exact tree search under the cost model"
+                "greedy answer, proven optimal under the cost model (by a lower bound or the exact tree search)"
             }
             (PlacementPolicy::Greedy, _) => "greedy: the lowest level that holds the gang, the tightest domain there",
             (PlacementPolicy::FirstFit, _) => "first fit: hosts in declaration order, topology ignored",
