@@ -5,6 +5,7 @@ use std::io::Write;
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use trainyard_topology::intra_node::{self, HostDevices};
+use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::torus::{SliceShape, Torus, TorusSpec, TpuPool};
 use trainyard_topology::{
     Cluster, HostId, JointOptions, JointRequest, LevelConstraint, Placement, PlacementPolicy, PlacementRequest, PodSet,
@@ -145,10 +146,10 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
 /// Fills `load` of the GPUs, hosts in a seeded random order, each a random amount.
 fn fill(cluster: &mut Cluster, load: f64, seed: u64) -> Result<u64> {
     let target = (load * cluster.total_capacity().gpus as f64).round() as u64;
-    let mut rng = SplitMix(seed);
+    let mut rng = SplitMix64::new(seed);
     let mut hosts: Vec<HostId> = cluster.topology().hosts().collect();
     for i in (1..hosts.len()).rev() {
-        hosts.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+        hosts.swap(i, rng.below(i as u64 + 1) as usize);
     }
     let mut used = 0;
     for h in hosts {
@@ -157,26 +158,13 @@ fn fill(cluster: &mut Cluster, load: f64, seed: u64) -> Result<u64> {
             continue;
         }
         // Half the hosts busy in full, half in part: whole free hosts remain, as in a real cluster.
-        let k = if rng.next().is_multiple_of(2) { cap.gpus } else { 1 + rng.next() % cap.gpus }.min(target - used);
+        let k = if rng.below(2) == 0 { cap.gpus } else { 1 + rng.below(cap.gpus) }.min(target - used);
         let share = |x: u64| x * k / cap.gpus;
         cluster
             .allocate(h, Resources { gpus: k, cpu_milli: share(cap.cpu_milli), memory_mib: share(cap.memory_mib) })?;
         used += k;
     }
     Ok(used)
-}
-
-/// SplitMix64: a tiny deterministic generator, enough for --load.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 }
 
 fn parse_slice(topo: &trainyard_topology::Topology, text: &str) -> Result<SliceConstraint> {

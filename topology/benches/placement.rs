@@ -14,6 +14,8 @@
 
 use std::time::{Duration, Instant};
 
+use trainyard_topology::rng::SplitMix64;
+
 use trainyard_topology::{
     Cluster, JointOptions, JointRequest, LevelConstraint, Placement, PlacementFailure, PlacementPolicy,
     PlacementRequest, PodSet, Resources, SearchPath, TopologyRequest,
@@ -53,20 +55,16 @@ struct Counts {
 const FULL: Counts = Counts { churn: 2_000, fast: 10_000, trainyard: 400, joint: 20 };
 const QUICK: Counts = Counts { churn: 200, fast: 1_000, trainyard: 20, joint: 3 };
 
-/// splitmix64: tiny, fast and fully determined by its seed.
-struct Rng(u64);
+/// Seeded streams of the shared SplitMix64.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn new(stream: u64) -> Rng {
-        Rng(SEED ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        Rng(SplitMix64::new(SEED ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (the modulo bias is irrelevant at these sizes).

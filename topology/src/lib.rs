@@ -16,6 +16,7 @@ mod model;
 mod placement;
 mod request;
 mod resources;
+pub mod rng;
 pub mod sources;
 mod spec;
 pub mod torus;

@@ -26,6 +26,7 @@
 //! `synth-{i:06}` and `line = i + 2`, the line it occupies when written with
 //! [`write_csv`](super::write_csv).
 
+use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::{GangShape, Resources, TopologyRequest};
 
 use super::shape::shape_gang;
@@ -63,7 +64,7 @@ impl Default for SynthConfig {
 
 /// Generates the trace described in the module documentation, sorted by submit time.
 pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
-    let mut rng = SplitMix64(cfg.seed);
+    let mut rng = SplitMix64::new(cfg.seed);
     let host = cfg.gpus_per_host.max(1);
     let tenants: Vec<String> = (0..cfg.tenants.max(1)).map(tenant_name).collect();
     let weight_sum: f64 = (1..=tenants.len()).map(|k| 1.0 / k as f64).sum();
@@ -172,23 +173,13 @@ fn pick_tenant(tenants: &[String], x: f64) -> &str {
     tenants.last().map_or("team-a", String::as_str)
 }
 
-/// Sebastiano Vigna's SplitMix64.
-struct SplitMix64(u64);
+/// Draws for the generator beyond what the shared stream offers.
+trait Normal {
+    /// Approximately standard normal.
+    fn standard_normal(&mut self) -> f64;
+}
 
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1), 53 bits.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
+impl Normal for SplitMix64 {
     /// Approximately standard normal: the Irwin-Hall sum of 12 uniforms, minus 6.
     fn standard_normal(&mut self) -> f64 {
         (0..12).map(|_| self.unit()).sum::<f64>() - 6.0

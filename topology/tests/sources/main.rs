@@ -2,5 +2,6 @@
 
 mod k8s_nodes;
 mod slurm_block;
+mod slurm_common;
 mod slurm_props;
 mod slurm_tree;

@@ -1,27 +1,9 @@
 //! The Slurm `topology.conf` reader, block form, and the two shipped Slurm fixtures.
 
-use trainyard_topology::sources::{HostDefaults, LoadedTopology, slurm};
+use trainyard_topology::sources::{HostDefaults, slurm};
 use trainyard_topology::{DomainId, Topology};
 
-fn load(text: &str) -> LoadedTopology {
-    slurm::parse(text, "topology.conf", HostDefaults::default()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn error(text: &str) -> String {
-    slurm::parse(text, "topology.conf", HostDefaults::default()).expect_err(text).to_string()
-}
-
-fn paths(loaded: &LoadedTopology) -> Vec<String> {
-    loaded.spec.nodes.iter().map(|n| n.path.join("/")).collect()
-}
-
-fn level_paths(topo: &Topology, level: &str) -> Vec<String> {
-    (0..topo.domain_count() as u32)
-        .map(DomainId)
-        .filter(|&d| topo.level_name(d) == level)
-        .map(|d| topo.path(d))
-        .collect()
-}
+use crate::slurm_common::{error, level_paths, load, paths};
 
 /// `count` blocks `b1..` of `size` nodes each, then `extra` lines.
 fn blocks(count: usize, size: usize, extra: &str) -> String {

@@ -5,18 +5,15 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 use trainyard_topology::Topology;
+use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::sources::{HostDefaults, slurm};
 
-/// splitmix64: the whole tree and its rendering follow from one proptest-drawn seed.
-struct Rng(u64);
+/// The whole tree and its rendering follow from one proptest-drawn seed.
+struct Rng(SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -198,7 +195,7 @@ proptest! {
 
     #[test]
     fn rendered_trees_read_back_to_their_host_paths(seed in any::<u64>()) {
-        let mut rng = Rng(seed);
+        let mut rng = Rng(SplitMix64::new(seed));
         let tree = random_tree(&mut rng);
         let (text, leaf_order) = render(&mut rng, &tree);
         let loaded = slurm::parse(&text, "gen.conf", HostDefaults::default()).map_err(|e| TestCaseError::fail(format!("{e}\n{text}")))?;

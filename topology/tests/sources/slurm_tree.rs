@@ -1,28 +1,8 @@
 //! The Slurm `topology.conf` reader, tree form: levels, padding, warnings and every error.
 
-use trainyard_topology::sources::{HostDefaults, LoadedTopology, slurm};
 use trainyard_topology::{DomainId, Topology};
 
-fn load(text: &str) -> LoadedTopology {
-    slurm::parse(text, "topology.conf", HostDefaults::default()).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn error(text: &str) -> String {
-    slurm::parse(text, "topology.conf", HostDefaults::default()).expect_err(text).to_string()
-}
-
-fn paths(loaded: &LoadedTopology) -> Vec<String> {
-    loaded.spec.nodes.iter().map(|n| n.path.join("/")).collect()
-}
-
-/// Domain paths of one level, in tree order.
-fn level_paths(topo: &Topology, level: &str) -> Vec<String> {
-    (0..topo.domain_count() as u32)
-        .map(DomainId)
-        .filter(|&d| topo.level_name(d) == level)
-        .map(|d| topo.path(d))
-        .collect()
-}
+use crate::slurm_common::{error, level_paths, load, paths};
 
 #[test]
 fn three_leaves_under_one_switch() {
