@@ -39,6 +39,9 @@ enum Command {
     /// Work with trace files.
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// Compare placement policies on one trace: per gang on the same free capacity, and in
+    /// a full replay each.
+    Compare(crate::compare::CompareArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +145,7 @@ impl Cli {
         match self.command {
             Command::Simulate(args) => crate::simulate::run(&args),
             Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
+            Command::Compare(args) => crate::compare::run(&args),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! trainyard: topology-aware gang scheduling for distributed training (CLI entry point).
 
 mod cli;
+mod compare;
 mod inputs;
 mod simulate;
 mod synth;
