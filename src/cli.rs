@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use trainyard_simulator::Slowdown;
+use trainyard_simulator::{EstimateSource, Slowdown};
 use trainyard_topology::PlacementPolicy;
 
 use crate::cluster_source::ClusterArgs;
@@ -54,6 +54,9 @@ enum Command {
     /// Work with trace files.
     #[command(subcommand)]
     Trace(TraceCommand),
+    /// Compare placement policies on one trace: per gang on the same free capacity, and in
+    /// a full replay each.
+    Compare(crate::compare::CompareArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -115,6 +118,15 @@ pub enum Estimates {
     Actual,
 }
 
+impl From<Estimates> for EstimateSource {
+    fn from(e: Estimates) -> EstimateSource {
+        match e {
+            Estimates::Trace => EstimateSource::Trace,
+            Estimates::Actual => EstimateSource::Actual,
+        }
+    }
+}
+
 /// Flags of `trainyard trace synth`.
 #[derive(Debug, Args)]
 pub struct SynthArgs {
@@ -160,6 +172,7 @@ impl Cli {
             Command::Simulate(args) => crate::simulate::run(&args),
             Command::Place(args) => crate::place::run(&args),
             Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
+            Command::Compare(args) => crate::compare::run(&args),
         }
     }
 }

@@ -8,9 +8,16 @@ use anyhow::{Context, Result, anyhow, bail};
 use trainyard_policies::{BUILTIN_POLICIES, PolicyConfig};
 use trainyard_simulator::TraceJob;
 use trainyard_simulator::trace::{self, ReadOptions, RowWarning, SynthConfig, TraceFormat};
+use trainyard_topology::Topology;
 
 /// The built-in cluster: 2 blocks x 4 racks x 8 hosts x 8 GPUs.
 pub const BUILTIN_CLUSTER: &str = include_str!("../examples/clusters/demo.yaml");
+
+/// How to read traces for this cluster: multi-host gangs are shaped by its largest host.
+pub fn read_options(topo: &Topology, skip_bad_rows: bool) -> ReadOptions {
+    let gpus_per_host = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(0);
+    ReadOptions { gpus_per_host: u32::try_from(gpus_per_host.max(1)).unwrap_or(u32::MAX), skip_bad_rows }
+}
 
 /// A built-in policy by name, or a policy file.
 pub fn load_policy(spec: &str) -> Result<PolicyConfig> {

@@ -2,6 +2,7 @@
 
 mod cli;
 mod cluster_source;
+mod compare;
 mod inputs;
 mod place;
 mod simulate;

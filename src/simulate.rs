@@ -8,10 +8,9 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use trainyard_simulator::placement::PlacementSummary;
 use trainyard_simulator::report::{Report, ReportContext};
-use trainyard_simulator::trace::ReadOptions;
-use trainyard_simulator::{EstimateSource, Progress, ReplayOptions, replay};
+use trainyard_simulator::{Progress, ReplayOptions, replay};
 
-use crate::cli::{Estimates, SimulateArgs};
+use crate::cli::SimulateArgs;
 use crate::inputs;
 
 /// Runs one simulation. Inputs are fully read and checked before the replay starts, and
@@ -26,11 +25,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let slowdown = args.slowdown.clone().unwrap_or_default();
     // Checked here, before the trace is read, so that a typo fails fast.
     slowdown.resolve(topo).context("--slowdown")?;
-    let gpus_per_host = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(0);
-    let options = ReadOptions {
-        gpus_per_host: u32::try_from(gpus_per_host.max(1)).unwrap_or(u32::MAX),
-        skip_bad_rows: args.skip_bad_rows,
-    };
+    let options = inputs::read_options(topo, args.skip_bad_rows);
     let trace = inputs::load_trace(args.trace.as_deref(), args.format.as_deref(), &options)?;
     for warning in &trace.skipped {
         eprintln!("warning: {}: line {}: {} (row skipped)", trace.name, warning.line, warning.message);
@@ -44,10 +39,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         policy: format!("{} (placement {})", policy.name, policy.placement),
         skipped_rows: trace.skipped.len() as u64,
     };
-    let estimates = match args.estimates {
-        Estimates::Trace => EstimateSource::Trace,
-        Estimates::Actual => EstimateSource::Actual,
-    };
+    let estimates = args.estimates.into();
     let bar = progress_bar(args.quiet, trace.jobs.len() as u64);
     let mut on_progress = |p: Progress| {
         bar.set_position(p.done);

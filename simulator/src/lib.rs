@@ -10,6 +10,7 @@
 //! replay measures the free GPUs the smallest waiting gang cannot use ([`fragmentation`]).
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
+pub mod compare;
 mod error;
 pub mod fragmentation;
 pub mod job;
@@ -22,5 +23,5 @@ pub mod trace;
 
 pub use error::SimError;
 pub use job::{Fate, JobOutcome, TraceJob};
-pub use replay::{EstimateSource, Progress, ReplayOptions, ReplayResult, replay};
+pub use replay::{EstimateSource, Progress, ReplayOptions, ReplayResult, replay, replay_observed};
 pub use slowdown::{Slowdown, SlowdownError};

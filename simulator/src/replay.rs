@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use trainyard_policies::{Engine, GangId, GangRequest, PolicyConfig, Submitted};
+use trainyard_policies::{Cycle, Engine, GangId, GangRequest, PolicyConfig, Submitted};
 use trainyard_topology::Cluster;
 
 use crate::fragmentation::{Fragmentation, Sample, Tracker};
@@ -86,6 +86,20 @@ pub fn replay(
     options: ReplayOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ReplayResult, SimError> {
+    replay_observed(cluster, policy, jobs, options, progress, &mut |_, _| {})
+}
+
+/// [`replay`], calling `observer` after every scheduling cycle with the engine as the cycle
+/// left it (its admissions already committed) and the cycle itself. The observer sees the
+/// engine read-only, so observing cannot change what the replay does.
+pub fn replay_observed(
+    cluster: Cluster,
+    policy: PolicyConfig,
+    jobs: &[TraceJob],
+    options: ReplayOptions,
+    progress: &mut dyn FnMut(Progress),
+    observer: &mut dyn FnMut(&Engine, &Cycle),
+) -> Result<ReplayResult, SimError> {
     let slowdown = options.slowdown.resolve(cluster.topology())?;
     let mut tracker = Tracker::new();
     let mut engine = Engine::new(cluster, policy);
@@ -146,7 +160,8 @@ pub fn replay(
         }
         let cycle = engine.schedule(now)?;
         cycles += 1;
-        for admission in cycle.admitted {
+        observer(&engine, &cycle);
+        for admission in &cycle.admitted {
             let i = admission.id.0 as usize;
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);

@@ -256,7 +256,7 @@ fn distribution_row(label: String, d: &Distribution) -> Vec<String> {
 /// Renders an indented table with a header, a rule and columns as wide as
 /// their widest cell; `right[i]` right-aligns column `i`. Trailing blanks are
 /// trimmed from every line.
-fn render_rows(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+pub(crate) fn render_rows(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
     let width = |s: &str| s.chars().count();
     let mut widths: Vec<usize> = header.iter().map(|h| width(h)).collect();
     for row in rows {
@@ -293,7 +293,7 @@ fn render_rows(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String 
 
 /// Control characters (a newline in a tenant name, an escape sequence in a
 /// reason) would break the layout or the terminal: show them escaped.
-fn clean(s: &str) -> String {
+pub(crate) fn clean(s: &str) -> String {
     if !s.chars().any(char::is_control) {
         return s.to_string();
     }

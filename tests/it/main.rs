@@ -1,10 +1,11 @@
-//! End-to-end tests of the `trainyard` binary: simulate, place, trace synth, bad input and help.
+//! End-to-end tests of the `trainyard` binary: simulate, place, compare, trace synth, bad input and help.
 //!
 //! Every test runs the built binary as a child process from the package root, so
 //! relative paths such as `examples/...` and `data/...` resolve, and writes its own
 //! files under a fresh temporary directory that is removed when the test ends.
 
 mod bad_input;
+mod compare;
 mod help;
 mod json;
 mod place;
