@@ -18,13 +18,8 @@ use trainyard_simulator::trace::{ReadOptions, TraceFormat, read_trace};
 use trainyard_topology::sources::{HostDefaults, lingjun};
 use trainyard_topology::{Cluster, Topology};
 
-/// 4 blocks x 16 racks x 16 hosts = 1,024 hosts; cores and memory as Lingjun's defaults.
-const GENERATED: &str = "name: generated-1024
-levels: [block, rack, host]
-generate:
-  counts: [4, 16, 16]
-  node: {gpus: 8, cpus: 96, memory_gib: 1024}
-";
+/// 4 blocks x 16 racks x 16 hosts = 1,024 hosts of 8 GPUs.
+const GENERATED: &str = include_str!("../../examples/clusters/generated-1024.yaml");
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
