@@ -42,6 +42,8 @@ Flags of `trainyard simulate` (see `trainyard simulate --help`):
 Flags of `trainyard place` (see `trainyard place --help`): the cluster flags above and
   --pods --gpus --cpus --memory-gib --topology --slice --pod-set --policy --load --seed
   --intra-node --explain --time-limit-ms --torus --shape --slices --tpu-pods
+Flags of `trainyard compare`: the cluster flags above and --trace --format --policy
+  --estimates --slowdown --out
 Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival
   --gpus-per-host --rack-level --format csv|jsonl --out FILE";
 

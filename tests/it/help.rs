@@ -1,9 +1,14 @@
-//! Help texts: every flag of `simulate` and `trace synth` is documented.
+//! Help texts: every flag of `simulate`, `place`, `compare` and `trace synth` is documented.
 
 use crate::trainyard;
 
-const SIMULATE_FLAGS: [&str; 9] = [
+const SIMULATE_FLAGS: [&str; 14] = [
     "--cluster",
+    "--cluster-format",
+    "--levels",
+    "--kueue-topology",
+    "--host-gpus",
+    "--placement",
     "--trace",
     "--format",
     "--policy",
@@ -61,4 +66,29 @@ fn no_subcommand_is_a_usage_error() {
     assert_eq!(run.status.code(), Some(2), "clap's usage-error status");
     assert_eq!(run.stdout, "");
     assert!(run.stderr.contains("Usage: trainyard <COMMAND>"), "{}", run.stderr);
+}
+
+#[test]
+fn place_and_compare_help_mention_their_flags() {
+    let place = [
+        "--pods",
+        "--gpus",
+        "--topology",
+        "--slice",
+        "--pod-set",
+        "--policy",
+        "--load",
+        "--intra-node",
+        "--explain",
+        "--torus",
+        "--shape",
+        "--slices",
+        "--tpu-pods",
+        "--cluster",
+        "--levels",
+    ];
+    assert_mentions(&help(&["place", "--help"]), &place, "trainyard place --help");
+    assert_mentions(&help(&["--help"]), &place, "trainyard --help");
+    let compare = ["--cluster", "--trace", "--format", "--policy", "--slowdown", "--out"];
+    assert_mentions(&help(&["compare", "--help"]), &compare, "trainyard compare --help");
 }
