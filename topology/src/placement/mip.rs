@@ -13,8 +13,8 @@
 //! an answer proven optimal carries its lower bound, one cut short does not.
 
 use good_lp::{
-    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithInitialSolution, WithTimeLimit,
-    variable,
+    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithInitialSolution, WithMipGap,
+    WithTimeLimit, variable,
 };
 
 #[cfg(feature = "highs")]
@@ -224,7 +224,14 @@ pub(crate) fn solve(
         constraints.push(gang_domains.leq(1.0));
     }
 
-    let mut problem = vars.minimise(objective).using(solver).with_time_limit(options.time_limit_ms as f64 / 1000.0);
+    // HiGHS stops by default at a 1e-4 relative gap, microlp at none: ask both for a proof so that
+    // `Optimal` (and so `lower_bound`) means the same with either backend.
+    let mut problem = vars
+        .minimise(objective)
+        .using(solver)
+        .with_time_limit(options.time_limit_ms as f64 / 1000.0)
+        .with_mip_gap(0.0)
+        .ok()?;
     if greedy.is_some() {
         problem = problem.with_initial_solution(init);
     }
