@@ -37,7 +37,8 @@ struct Universe {
 }
 
 /// Picks the hosts to model: every host under an allowed gang domain that can take a pod of
-/// some set; when that is too many, only the hosts under the greedy answer's domain.
+/// some set; when that is too many, only the hosts under the greedy answer's domain. `None`
+/// when no host qualifies or even the narrowed set is too large.
 fn universe(
     topo: &Topology,
     free: &[Resources],
@@ -63,6 +64,10 @@ fn universe(
         if hosts.len() > max_hosts {
             return None;
         }
+    }
+    // An empty model is `Infeasible` to microlp but a `ModelEmpty` error to HiGHS: settle it here.
+    if hosts.is_empty() {
+        return None;
     }
     let mut domains: Vec<DomainId> = Vec::new();
     for &h in &hosts {
