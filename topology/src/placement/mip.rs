@@ -13,8 +13,8 @@
 //! an answer proven optimal carries its lower bound, one cut short does not.
 
 use good_lp::{
-    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithInitialSolution, WithTimeLimit,
-    variable,
+    Expression, ProblemVariables, Solution, SolutionStatus, SolverModel, Variable, WithInitialSolution, WithMipGap,
+    WithTimeLimit, variable,
 };
 
 #[cfg(feature = "highs")]
@@ -37,7 +37,8 @@ struct Universe {
 }
 
 /// Picks the hosts to model: every host under an allowed gang domain that can take a pod of
-/// some set; when that is too many, only the hosts under the greedy answer's domain.
+/// some set; when that is too many, only the hosts under the greedy answer's domain. `None`
+/// when no host qualifies or even the narrowed set is too large.
 fn universe(
     topo: &Topology,
     free: &[Resources],
@@ -63,6 +64,10 @@ fn universe(
         if hosts.len() > max_hosts {
             return None;
         }
+    }
+    // An empty model is `Infeasible` to microlp but a `ModelEmpty` error to HiGHS: settle it here.
+    if hosts.is_empty() {
+        return None;
     }
     let mut domains: Vec<DomainId> = Vec::new();
     for &h in &hosts {
@@ -224,7 +229,14 @@ pub(crate) fn solve(
         constraints.push(gang_domains.leq(1.0));
     }
 
-    let mut problem = vars.minimise(objective).using(solver).with_time_limit(options.time_limit_ms as f64 / 1000.0);
+    // HiGHS stops by default at a 1e-4 relative gap, microlp at none: ask both for a proof so that
+    // `Optimal` (and so `lower_bound`) means the same with either backend.
+    let mut problem = vars
+        .minimise(objective)
+        .using(solver)
+        .with_time_limit(options.time_limit_ms as f64 / 1000.0)
+        .with_mip_gap(0.0)
+        .ok()?;
     if greedy.is_some() {
         problem = problem.with_initial_solution(init);
     }
