@@ -110,7 +110,7 @@ fn reference_cost(c: &Cluster, req: &JointRequest, sets: &[Vec<HostId>]) -> u64 
 }
 
 fn arb_small() -> impl Strategy<Value = Cluster> {
-    prop::collection::vec((1u64..=4, 0u64..=4, 0u8..2, 0u8..2), 2..=5).prop_map(|hosts| {
+    prop::collection::vec((1u64..=4, 0u64..=2, 0u8..2, 0u8..2), 2..=5).prop_map(|hosts| {
         let nodes = hosts
             .iter()
             .enumerate()
