@@ -72,27 +72,12 @@ enum TraceCommand {
 pub struct SimulateArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Trace to replay. Without it, a built-in synthetic trace (seed 42, 2,000 jobs).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Trace format; detected from the first line when omitted.
-    /// philly: Philly job table (timestamp,duration,num_gpus,gpu_time,cluster);
-    /// dirlab: DIR-LAB Philly/Helios excerpts (u_id,user,gpu_num,cpu_num,node_num,interval,...);
-    /// csv / jsonl: trainyard's own format (see README).
-    #[arg(long, value_name = "FORMAT")]
-    pub format: Option<String>,
-    /// Scheduling policy: `fifo` (strict FIFO), `easy-backfill`, or a policy YAML file
-    /// (backfill mode, default runtime estimate, tenant queues with GPU quotas).
-    #[arg(long, value_name = "NAME|FILE", default_value = "easy-backfill")]
-    pub policy: String,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     /// Placement policy, overriding the policy's `placement`: trainyard (default), greedy,
     /// first-fit, kueue-best-fit or slurm-tree.
     #[arg(long, value_name = "POLICY")]
     pub placement: Option<PlacementPolicy>,
-    /// Where runtime estimates come from: `trace` (the trace's estimate, else the policy's
-    /// default) or `actual` (each job's real runtime, as if users knew it exactly).
-    #[arg(long, value_enum, default_value_t = Estimates::Trace)]
-    pub estimates: Estimates,
     /// Gangs spread over wider domains run slower: `LEVEL=FACTOR,...` with the cluster's level
     /// names or `cluster`, each factor at least 1 (e.g. `rack=1.05,block=1.15,cluster=1.25`).
     /// A gang runs ceil(runtime x factor), the factor of the level of the smallest domain that
@@ -109,6 +94,28 @@ pub struct SimulateArgs {
     /// Print no progress bar and no table (errors still go to stderr).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The trace, scheduling policy and estimates of a replay; shared by `simulate` and `compare`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Trace to replay. Without it, a built-in synthetic trace (seed 42, 2,000 jobs).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Trace format; detected from the first line when omitted.
+    /// philly: Philly job table (timestamp,duration,num_gpus,gpu_time,cluster);
+    /// dirlab: DIR-LAB Philly/Helios excerpts (u_id,user,gpu_num,cpu_num,node_num,interval,...);
+    /// csv / jsonl: trainyard's own format (see README).
+    #[arg(long, value_name = "FORMAT")]
+    pub format: Option<String>,
+    /// Scheduling policy: `fifo` (strict FIFO), `easy-backfill`, or a policy YAML file
+    /// (backfill mode, default runtime estimate, tenant queues with GPU quotas).
+    #[arg(long, value_name = "NAME|FILE", default_value = "easy-backfill")]
+    pub policy: String,
+    /// Where runtime estimates come from: `trace` (the trace's estimate, else the policy's
+    /// default) or `actual` (each job's real runtime, as if users knew it exactly).
+    #[arg(long, value_enum, default_value_t = Estimates::Trace)]
+    pub estimates: Estimates,
 }
 
 /// Where runtime estimates come from.

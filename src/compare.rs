@@ -10,7 +10,7 @@ use clap::Args;
 use trainyard_simulator::Slowdown;
 use trainyard_simulator::compare::{CompareOptions, compare, default_slowdown};
 
-use crate::cli::Estimates;
+use crate::cli::ReplayArgs;
 use crate::cluster_source::ClusterArgs;
 use crate::inputs;
 
@@ -19,19 +19,8 @@ use crate::inputs;
 pub struct CompareArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Trace to replay. Without it, the built-in synthetic trace (seed 42, 2,000 jobs).
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    /// Trace format (philly, dirlab, csv, jsonl); detected from the first line when omitted.
-    #[arg(long, value_name = "FORMAT")]
-    pub format: Option<String>,
-    /// Scheduling policy every placement policy runs under: `fifo`, `easy-backfill`, or a
-    /// policy YAML file (its `placement` is replaced by each compared policy).
-    #[arg(long, value_name = "NAME|FILE", default_value = "easy-backfill")]
-    pub policy: String,
-    /// Where runtime estimates come from: `trace` or `actual`.
-    #[arg(long, value_enum, default_value_t = Estimates::Trace)]
-    pub estimates: Estimates,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
     /// Runtime factors by span, `LEVEL=FACTOR,...`. Default: 1.05 for the level above hosts,
     /// 1.15 for the next, 1.25 beyond (e.g. `host=1,rack=1.05,block=1.15,cluster=1.25`).
     #[arg(long, value_name = "LEVEL=FACTOR,...")]
@@ -45,7 +34,7 @@ pub struct CompareArgs {
 /// unless every replay succeeds.
 pub fn run(args: &CompareArgs) -> Result<()> {
     let cluster = args.cluster.load()?;
-    let policy = inputs::load_policy(&args.policy)?;
+    let policy = inputs::load_policy(&args.replay.policy)?;
     let topo = cluster.topology();
     let slowdown = match &args.slowdown {
         Some(s) => s.clone(),
@@ -53,9 +42,9 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     };
     slowdown.resolve(topo).context("--slowdown")?;
     let read = inputs::read_options(topo, false);
-    let trace = inputs::load_trace(args.trace.as_deref(), args.format.as_deref(), &read)?;
+    let trace = inputs::load_trace(args.replay.trace.as_deref(), args.replay.format.as_deref(), &read)?;
     let mut options = CompareOptions::new(policy, slowdown);
-    options.estimates = args.estimates.into();
+    options.estimates = args.replay.estimates.into();
     let mut comparison = compare(cluster, &trace.jobs, &options, &mut |_, _| {}).context("replay failed")?;
     comparison.trace = trace.name;
     if let Some(path) = &args.out {

@@ -17,7 +17,7 @@ use crate::inputs;
 /// nothing is printed or written unless the whole replay succeeds.
 pub fn run(args: &SimulateArgs) -> Result<()> {
     let cluster = args.cluster.load()?;
-    let mut policy = inputs::load_policy(&args.policy)?;
+    let mut policy = inputs::load_policy(&args.replay.policy)?;
     if let Some(placement) = args.placement {
         policy.placement = placement;
     }
@@ -26,7 +26,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     // Checked here, before the trace is read, so that a typo fails fast.
     slowdown.resolve(topo).context("--slowdown")?;
     let options = inputs::read_options(topo, args.skip_bad_rows);
-    let trace = inputs::load_trace(args.trace.as_deref(), args.format.as_deref(), &options)?;
+    let trace = inputs::load_trace(args.replay.trace.as_deref(), args.replay.format.as_deref(), &options)?;
     for warning in &trace.skipped {
         eprintln!("warning: {}: line {}: {} (row skipped)", trace.name, warning.line, warning.message);
     }
@@ -39,7 +39,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         policy: format!("{} (placement {})", policy.name, policy.placement),
         skipped_rows: trace.skipped.len() as u64,
     };
-    let estimates = args.estimates.into();
+    let estimates = args.replay.estimates.into();
     let bar = progress_bar(args.quiet, trace.jobs.len() as u64);
     let mut on_progress = |p: Progress| {
         bar.set_position(p.done);

@@ -226,7 +226,7 @@ impl Cluster {
         policy: PlacementPolicy,
         request: &PlacementRequest,
     ) -> std::result::Result<Explanation, PlacementFailure> {
-        placement::explain(&self.topo, &self.free, request, policy, &self.model, &mut self.scratch)
+        placement::explain::explain(&self.topo, &self.free, request, policy, &self.model, &mut self.scratch)
     }
 
     /// Finds where a gang of several pod sets would go now (greedy, then the exact model),
@@ -236,7 +236,7 @@ impl Cluster {
         request: &JointRequest,
         options: &JointOptions,
     ) -> std::result::Result<JointPlacement, PlacementFailure> {
-        placement::place_joint(&self.topo, &self.free, request, &self.model, options, &mut self.scratch)
+        placement::joint::place(&self.topo, &self.free, request, &self.model, options, &mut self.scratch.greedy)
     }
 
     /// Finds where a gang would go on the empty cluster: `Err` means it can never run here.

@@ -8,9 +8,9 @@
 mod baselines;
 pub(crate) mod cost;
 mod exact;
-mod explain;
+pub(crate) mod explain;
 pub(crate) mod greedy;
-mod joint;
+pub(crate) mod joint;
 mod mip;
 mod policy;
 
@@ -184,28 +184,4 @@ fn proven_optimal(
         let stranded = greedy.cost - (1..=topo.host_depth()).map(|x| model.weight(x, topo.host_depth())).sum::<u64>();
         stranded < model.host_weight
     }
-}
-
-/// Places a gang of several pod sets: greedy, then the exact joint model.
-pub(crate) fn place_joint(
-    topo: &Topology,
-    free: &[Resources],
-    request: &JointRequest,
-    model: &CostModel,
-    options: &JointOptions,
-    scratch: &mut Scratch,
-) -> Result<JointPlacement, PlacementFailure> {
-    joint::place(topo, free, request, model, options, &mut scratch.greedy)
-}
-
-/// Places a gang with `policy` and says why it went there.
-pub(crate) fn explain(
-    topo: &Topology,
-    free: &[Resources],
-    request: &PlacementRequest,
-    policy: PlacementPolicy,
-    model: &CostModel,
-    scratch: &mut Scratch,
-) -> Result<Explanation, PlacementFailure> {
-    explain::explain(topo, free, request, policy, model, scratch)
 }
