@@ -13,6 +13,7 @@ use serde::Serialize;
 use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
+use crate::preemption::PreemptionRules;
 use crate::quota::{QueueIdx, Quotas};
 use crate::{
     BackfillMode, Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable,
@@ -50,9 +51,24 @@ pub struct Reservation {
     pub hosts: Vec<(HostId, u32)>,
 }
 
+/// A running gang sent back to the queue so that another could start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preemption {
+    /// The gang preempted; it is pending again, with its original submission time.
+    pub victim: GangId,
+    /// The gang it made room for (admitted in the same cycle).
+    pub by: GangId,
+    /// Seconds the victim had run.
+    pub ran_s: u64,
+    /// Of those, seconds of work lost: the time since its last checkpoint.
+    pub lost_s: u64,
+}
+
 /// The result of one scheduling cycle.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Cycle {
+    /// Gangs preempted, before the admissions they made room for.
+    pub preempted: Vec<Preemption>,
     /// Gangs started, in the order they were admitted.
     pub admitted: Vec<Admission>,
     /// The reservation for the first gang that could not start, under EASY backfill.
@@ -68,6 +84,10 @@ pub(crate) struct GangRecord {
     pub(crate) gpus: u64,
     pub(crate) estimate: u64,
     pub(crate) state: GangState,
+    /// Arrival number: the last part of the pending order key, kept to requeue it unchanged.
+    pub(crate) arrival: u64,
+    /// The gang that last preempted this one: it may never preempt that gang back.
+    pub(crate) preempted_by: Option<GangId>,
 }
 
 #[derive(Clone, Debug)]
@@ -77,7 +97,7 @@ pub(crate) enum GangState {
 }
 
 /// Pending order: higher priority first, then earlier submission, then arrival order.
-type OrderKey = (Reverse<i32>, u64, u64);
+pub(crate) type OrderKey = (Reverse<i32>, u64, u64);
 
 /// What gangs not looked at in the last cycle are waiting for.
 #[derive(Clone, Debug)]
@@ -96,6 +116,9 @@ pub struct Engine {
     pending: BTreeMap<OrderKey, GangId>,
     pending_without_gpus: usize,
     pub(crate) running_by_end: BTreeSet<(u64, GangId)>,
+    /// Running gangs of each queue by priority, lowest first: the preemption candidates.
+    pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
+    pub(crate) preemption: PreemptionRules,
     never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
     arrivals: u64,
     cycle: u64,
@@ -116,6 +139,8 @@ impl Engine {
             pending: BTreeMap::new(),
             pending_without_gpus: 0,
             running_by_end: BTreeSet::new(),
+            running_by_queue: BTreeMap::new(),
+            preemption: PreemptionRules::default(),
             never_fits: HashMap::new(),
             arrivals: 0,
             cycle: 0,
@@ -214,7 +239,8 @@ impl Engine {
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
         let estimate = request.runtime_estimate.unwrap_or(self.config.default_runtime_estimate_s).max(1);
-        let key = (Reverse(request.priority), request.submit, self.arrivals);
+        let arrival = self.arrivals;
+        let key = (Reverse(request.priority), request.submit, arrival);
         self.arrivals += 1;
         self.pending.insert(key, request.id);
         if gpus == 0 {
@@ -230,6 +256,8 @@ impl Engine {
                 gpus,
                 estimate,
                 state: GangState::Pending { status, cycle: self.cycle },
+                arrival,
+                preempted_by: None,
             },
         );
         Ok(Submitted::Queued)
@@ -264,6 +292,9 @@ impl Engine {
         self.cluster.release_placement(placement, gang.placement_request.pod)?;
         self.quotas.refund(gang.queue, gang.gpus);
         self.running_by_end.remove(&(*expected_end, id));
+        if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
+            set.remove(&(gang.request.priority, id));
+        }
         self.gangs.remove(&id);
         Ok(())
     }
@@ -298,7 +329,6 @@ impl Engine {
         self.blanket = None;
         let mode = self.config.backfill;
         let mut cycle = Cycle::default();
-        let mut started: Vec<OrderKey> = Vec::new();
         let mut failed_shapes: HashMap<PlacementRequest, PlacementFailure> = HashMap::new();
         let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
         let mut reservation: Option<ReservationPlan> = None;
@@ -306,7 +336,10 @@ impl Engine {
         let keys: Vec<(OrderKey, GangId)> = self.pending.iter().map(|(k, v)| (*k, *v)).collect();
         for (key, id) in keys {
             let free = self.cluster.total_free();
-            if mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 {
+            // A full cluster ends the cycle, except that the head of the line may still
+            // preempt its way in.
+            let may_preempt = self.preemption.within_queue && reservation.is_none() && blocked_queues.is_empty();
+            if mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 && !may_preempt {
                 self.blanket = Some(Blanket::ClusterFull(free));
                 break;
             }
@@ -352,6 +385,16 @@ impl Engine {
             let placement = match placed {
                 Ok(p) => p,
                 Err(failure) => {
+                    // Only the head of the line preempts: nobody ahead of it is waiting.
+                    if reservation.is_none()
+                        && blocked_queues.is_empty()
+                        && let Some(p) = self.try_preempt(id, now, 0, &mut cycle)?
+                    {
+                        self.start(id, &p, now)?;
+                        self.pending.remove(&key);
+                        cycle.admitted.push(Admission { id, placement: p, backfilled: false });
+                        continue;
+                    }
                     failed_shapes.insert(request, failure.clone());
                     let mut reserved_at = None;
                     match mode {
@@ -380,14 +423,26 @@ impl Engine {
             };
             let backfilled = reservation.is_some() || holds.holds(queue);
             self.start(id, &placement, now)?;
-            started.push(key);
-            cycle.admitted.push(Admission { id, placement, backfilled });
-        }
-        for key in started {
+            // Removed at once (the loop walks a snapshot), so a gang preempted later in this
+            // cycle is requeued, not dropped.
             self.pending.remove(&key);
+            cycle.admitted.push(Admission { id, placement, backfilled });
         }
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         Ok(cycle)
+    }
+
+    /// Puts a gang back into the pending order under `key`.
+    pub(crate) fn requeue(&mut self, key: OrderKey, id: GangId, gpus: u64) {
+        self.pending.insert(key, id);
+        if gpus == 0 {
+            self.pending_without_gpus += 1;
+        }
+    }
+
+    /// Cycles run so far.
+    pub(crate) fn cycle_number(&self) -> u64 {
+        self.cycle
     }
 
     fn set_status(&mut self, id: GangId, reason: PendingReason, reserved_at: Option<u64>) {
@@ -407,6 +462,7 @@ impl Engine {
         let expected_end = now.saturating_add(gang.estimate);
         gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
         self.running_by_end.insert((expected_end, id));
+        self.running_by_queue.entry(gang.queue).or_default().insert((gang.request.priority, id));
         Ok(())
     }
 }

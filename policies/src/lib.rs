@@ -17,6 +17,8 @@ mod config;
 mod engine;
 mod error;
 mod gang;
+mod preempt;
+mod preemption;
 mod quota;
 mod reason;
 
@@ -24,8 +26,9 @@ pub use config::{
     BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues,
     parse_duration,
 };
-pub use engine::{Admission, Cycle, Engine, Reservation, Submitted};
+pub use engine::{Admission, Cycle, Engine, Preemption, Reservation, Submitted};
 pub use error::{Error, Result};
 pub use gang::{GangId, GangRequest};
+pub use preemption::PreemptionRules;
 pub use quota::{QueueIdx, QueueState, Quotas};
 pub use reason::{PendingReason, PendingStatus, Unschedulable};

@@ -53,6 +53,8 @@ pub struct ReplayResult {
     pub cycles: u64,
     /// For each job, the first reservation it was given (EASY backfill), if any.
     pub first_reservation: Vec<Option<u64>>,
+    /// For each job, how many times it was preempted.
+    pub preemptions: Vec<u32>,
     /// The slowdown factors in force, resolved against the cluster.
     pub slowdown: SlowdownTable,
     /// Free GPUs the smallest waiting gang could not use, over the replay.
@@ -107,7 +109,13 @@ pub fn replay_observed(
     // Start time, backfilled, and the depth of the domain the gang spans.
     let mut starts: Vec<(u64, bool, u8)> = vec![(0, false, 0); jobs.len()];
     let mut first_reservation: Vec<Option<u64>> = vec![None; jobs.len()];
-    let mut completions: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    // (end, job, generation): a preempted job's pending completion goes stale when its
+    // generation moves on.
+    let mut completions: BinaryHeap<Reverse<(u64, usize, u32)>> = BinaryHeap::new();
+    let mut generation: Vec<u32> = vec![0; jobs.len()];
+    // Work a job has saved at checkpoints before being preempted, in seconds of its runtime.
+    let mut saved_work: Vec<u64> = vec![0; jobs.len()];
+    let mut preemptions: Vec<u32> = vec![0; jobs.len()];
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
     let mut next_arrival = 0;
@@ -115,18 +123,24 @@ pub fn replay_observed(
     let total = jobs.len() as u64;
     loop {
         let arrival_at = order.get(next_arrival).map(|&i| jobs[i].submit);
-        let completion_at = completions.peek().map(|Reverse((t, _))| *t);
+        while completions.peek().is_some_and(|Reverse((_, i, g))| generation[*i] != *g) {
+            completions.pop();
+        }
+        let completion_at = completions.peek().map(|Reverse((t, _, _))| *t);
         let now = match (arrival_at, completion_at) {
             (None, None) => break,
             (Some(a), None) => a,
             (None, Some(c)) => c,
             (Some(a), Some(c)) => a.min(c),
         };
-        while let Some(&Reverse((t, i))) = completions.peek() {
+        while let Some(&Reverse((t, i, g))) = completions.peek() {
             if t != now {
                 break;
             }
             completions.pop();
+            if generation[i] != g {
+                continue;
+            }
             engine.finish(GangId(i as u64), now)?;
             let (start, backfilled, depth) = starts[i];
             let span_level = slowdown.at_depth(depth).level.clone();
@@ -161,12 +175,21 @@ pub fn replay_observed(
         let cycle = engine.schedule(now)?;
         cycles += 1;
         observer(&engine, &cycle);
+        for p in &cycle.preempted {
+            let i = p.victim.0 as usize;
+            generation[i] += 1;
+            preemptions[i] += 1;
+            // What survived the last checkpoint, converted back from the slowed-down clock.
+            let kept = p.ran_s - p.lost_s;
+            let factor = slowdown.apply(1_000_000, starts[i].2) as f64 / 1_000_000.0;
+            saved_work[i] = (saved_work[i] + (kept as f64 / factor) as u64).min(jobs[i].runtime);
+        }
         for admission in &cycle.admitted {
             let i = admission.id.0 as usize;
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
-            let runtime = slowdown.apply(jobs[i].runtime, depth);
-            completions.push(Reverse((now.saturating_add(runtime), i)));
+            let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
+            completions.push(Reverse((now.saturating_add(runtime), i, generation[i])));
         }
         let smallest = if engine.pending_len() == 0 { None } else { engine.smallest_pending_gpu_gang() };
         tracker.observe(now, Sample::measure(engine.cluster(), smallest));
@@ -182,7 +205,7 @@ pub fn replay_observed(
             return Err(SimError::Stuck { count: engine.pending_len(), first, reason });
         }
     }
-    progress(Progress { done, total, now: completions.peek().map_or(0, |Reverse((t, _))| *t) });
+    progress(Progress { done, total, now: completions.peek().map_or(0, |Reverse((t, _, _))| *t) });
     let outcomes = jobs
         .iter()
         .zip(fates)
@@ -191,5 +214,13 @@ pub fn replay_observed(
             fate: fate.expect("every job either finished or was rejected"),
         })
         .collect();
-    Ok(ReplayResult { outcomes, events, cycles, first_reservation, slowdown, fragmentation: tracker.finish() })
+    Ok(ReplayResult {
+        outcomes,
+        events,
+        cycles,
+        first_reservation,
+        slowdown,
+        fragmentation: tracker.finish(),
+        preemptions,
+    })
 }

@@ -1,0 +1,161 @@
+//! Topology-aware victim search: the cheapest set of whole running gangs whose removal lets
+//! a blocked gang fit, all inside one domain of the level the gang must (or prefers to) use.
+//!
+//! For every domain of that level where the gang could fit once the domain were emptied of
+//! preemptible gangs, victims are released inside a transaction in order of cost (lowest
+//! priority, then least lost work, then most GPUs freed) until the gang fits there; the set
+//! is then pruned of victims it does not need. The cheapest set over all domains wins:
+//! highest victim priority first, then total lost work, then number of victims, then the
+//! domain's index. Everything is rolled back; nothing changes unless the caller commits.
+//! A set is returned only when the gang then really fits (and its queue's quota then admits
+//! it), so no gang is ever preempted for a preemptor that still could not start.
+
+use trainyard_topology::{Cluster, DomainId, Placement, PlacementRequest, Resources, Topology};
+
+use crate::GangId;
+
+/// A running gang that may be preempted for the one being placed.
+#[derive(Clone, Debug)]
+pub(crate) struct Candidate {
+    /// The gang.
+    pub(crate) id: GangId,
+    /// Where it runs.
+    pub(crate) placement: Placement,
+    /// Resources of each of its pods.
+    pub(crate) pod: Resources,
+    /// Its priority.
+    pub(crate) priority: i32,
+    /// Work lost if it is preempted now, GPU-seconds.
+    pub(crate) lost_work: u64,
+}
+
+/// The chosen victims and what their removal buys.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VictimSet {
+    /// Gangs to preempt, cheapest first.
+    pub(crate) victims: Vec<GangId>,
+    /// The domain the preemptor will run in.
+    pub(crate) domain: DomainId,
+    /// Where the preemptor goes once the victims are gone.
+    pub(crate) placement: Placement,
+    /// `(highest victim priority, lost work, victim count)`.
+    pub(crate) cost: (i32, u64, usize),
+}
+
+/// The depth whose domains are searched: the required level, else the preferred one, else
+/// the whole cluster.
+fn search_depth(request: &PlacementRequest) -> u8 {
+    let c = request.constraint;
+    c.top_depth.max(c.preferred_depth.unwrap_or(0))
+}
+
+/// Whether any host of the placement lies in `domain`.
+fn touches(topo: &Topology, placement: &Placement, domain: DomainId) -> bool {
+    let depth = topo.depth(domain);
+    placement.hosts.iter().any(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
+}
+
+/// Finds the cheapest victim set that makes the gang fit and frees at least `min_freed_gpus`
+/// (what its queue's quota lacks), or `None` when no preemptible set does.
+pub(crate) fn choose_victims(
+    cluster: &mut Cluster,
+    request: &PlacementRequest,
+    candidates: &[Candidate],
+    min_freed_gpus: u64,
+) -> Option<VictimSet> {
+    if candidates.is_empty() {
+        return None;
+    }
+    let depth = search_depth(request);
+    let topo = cluster.topology().clone();
+    let mut order: Vec<&Candidate> = candidates.iter().collect();
+    order.sort_by_key(|c| (c.priority, c.lost_work, std::cmp::Reverse(c.placement.hosts.len()), c.id));
+    let domains: Vec<DomainId> =
+        (0..topo.domain_count() as u32).map(DomainId).filter(|&d| topo.depth(d) == depth).collect();
+    let need = request.total();
+    let mut best: Option<VictimSet> = None;
+    for domain in domains {
+        let inside: Vec<&Candidate> = order.iter().copied().filter(|c| touches(&topo, &c.placement, domain)).collect();
+        // Cheap bound: even every preemptible gang here plus the free capacity is too little.
+        let reclaimable = inside.iter().fold(cluster.free(domain), |acc, c| {
+            let freed = c.pod.checked_mul(c.placement.hosts.len() as u64).unwrap_or(Resources::ZERO);
+            acc.checked_add(&freed).unwrap_or(acc)
+        });
+        if inside.is_empty() || !reclaimable.covers(&need) {
+            continue;
+        }
+        if let Some(set) = victims_in(cluster, request, domain, &inside, min_freed_gpus)
+            && best.as_ref().is_none_or(|b| (set.cost, set.domain) < (b.cost, b.domain))
+        {
+            best = Some(set);
+        }
+    }
+    best
+}
+
+/// The victims inside one domain: release in cost order until the gang fits there, then drop
+/// every victim the fit does not need.
+fn victims_in(
+    cluster: &mut Cluster,
+    request: &PlacementRequest,
+    domain: DomainId,
+    inside: &[&Candidate],
+    min_freed_gpus: u64,
+) -> Option<VictimSet> {
+    let freed = |set: &[&Candidate]| set.iter().map(|c| gpus_of(c)).sum::<u64>();
+    let txn = cluster.begin();
+    let mut taken: Vec<&Candidate> = Vec::new();
+    let mut fitted = None;
+    for c in inside {
+        if cluster.release_placement(&c.placement, c.pod).is_err() {
+            break;
+        }
+        taken.push(c);
+        if freed(&taken) < min_freed_gpus {
+            continue;
+        }
+        if let Some(p) = fits_in(cluster, request, domain) {
+            fitted = Some(p);
+            break;
+        }
+    }
+    cluster.rollback(txn);
+    fitted.as_ref()?;
+    // Prune: from the most expensive, drop each victim the fit survives without.
+    let mut i = taken.len();
+    while i > 0 {
+        i -= 1;
+        let without: Vec<&Candidate> = taken.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| *c).collect();
+        if freed(&without) < min_freed_gpus {
+            continue;
+        }
+        let txn = cluster.begin();
+        let ok = without.iter().all(|c| cluster.release_placement(&c.placement, c.pod).is_ok());
+        let placed = if ok { fits_in(cluster, request, domain) } else { None };
+        cluster.rollback(txn);
+        if let Some(p) = placed {
+            taken = without;
+            fitted = Some(p);
+        }
+    }
+    let placement = fitted?;
+    let cost = (
+        taken.iter().map(|c| c.priority).max().unwrap_or(i32::MIN),
+        taken.iter().map(|c| c.lost_work).sum(),
+        taken.len(),
+    );
+    Some(VictimSet { victims: taken.iter().map(|c| c.id).collect(), domain, placement, cost })
+}
+
+/// GPUs a candidate holds.
+fn gpus_of(c: &Candidate) -> u64 {
+    c.pod.gpus * c.placement.hosts.len() as u64
+}
+
+/// The gang's placement if it now fits inside `domain`.
+fn fits_in(cluster: &mut Cluster, request: &PlacementRequest, domain: DomainId) -> Option<Placement> {
+    let placement = cluster.place(request).ok()?;
+    let topo = cluster.topology();
+    let depth = topo.depth(domain);
+    placement.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain).then_some(placement)
+}
