@@ -13,6 +13,7 @@ use serde::Serialize;
 use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
+use crate::order::{History, Order, SHARE_SCALE};
 use crate::preemption::PreemptionRules;
 use crate::quota::{QueueIdx, Quotas};
 use crate::{
@@ -96,6 +97,14 @@ pub(crate) enum GangState {
     Running { placement: Placement, start: u64, expected_end: u64 },
 }
 
+/// Weighted dominant-resource fair sharing across queues.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FairSharing {
+    /// Past usage counts too, decaying by half every this many seconds; `None` counts only
+    /// what queues hold now.
+    pub half_life_s: Option<u64>,
+}
+
 /// Pending order: higher priority first, then earlier submission, then arrival order.
 pub(crate) type OrderKey = (Reverse<i32>, u64, u64);
 
@@ -119,6 +128,9 @@ pub struct Engine {
     /// Running gangs of each queue by priority, lowest first: the preemption candidates.
     pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
     pub(crate) preemption: PreemptionRules,
+    fair: Option<FairSharing>,
+    history: BTreeMap<QueueIdx, History>,
+    history_at: u64,
     never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
     arrivals: u64,
     cycle: u64,
@@ -141,6 +153,9 @@ impl Engine {
             running_by_end: BTreeSet::new(),
             running_by_queue: BTreeMap::new(),
             preemption: PreemptionRules::default(),
+            fair: None,
+            history: BTreeMap::new(),
+            history_at: 0,
             never_fits: HashMap::new(),
             arrivals: 0,
             cycle: 0,
@@ -285,12 +300,14 @@ impl Engine {
     /// A gang ended (finished, failed or was cancelled while running): free its resources.
     pub fn finish(&mut self, id: GangId, now: u64) -> Result<()> {
         self.advance(now)?;
+        // Usage changes now: account for what it was until now first.
+        self.advance_history(now);
         let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
         let GangState::Running { placement, expected_end, .. } = &gang.state else {
             return Err(Error::NotRunning(id));
         };
         self.cluster.release_placement(placement, gang.placement_request.pod)?;
-        self.quotas.refund(gang.queue, gang.gpus);
+        self.quotas.refund(gang.queue, gang.request.shape.total());
         self.running_by_end.remove(&(*expected_end, id));
         if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
             set.remove(&(gang.request.priority, id));
@@ -333,8 +350,10 @@ impl Engine {
         let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
         let mut reservation: Option<ReservationPlan> = None;
         let mut holds = Holds::default();
-        let keys: Vec<(OrderKey, GangId)> = self.pending.iter().map(|(k, v)| (*k, *v)).collect();
-        for (key, id) in keys {
+        self.advance_history(now);
+        let gangs = &self.gangs;
+        let mut order = Order::new(&self.pending, |id| gangs[&id].queue, self.fair.is_some());
+        while let Some((key, id)) = order.next(|q| self.share(q)) {
             let free = self.cluster.total_free();
             // A full cluster ends the cycle, except that the head of the line may still
             // preempt its way in.
@@ -432,6 +451,39 @@ impl Engine {
         Ok(cycle)
     }
 
+    /// Turns fair sharing on (with an optional half-life for past usage) or off.
+    pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
+        self.fair = fair;
+    }
+
+    /// A queue's weighted dominant share now, scaled by [`SHARE_SCALE`]: the largest share
+    /// of any resource it holds or, with a half-life, has recently held.
+    pub fn share(&self, queue: QueueIdx) -> u64 {
+        let capacity = self.cluster.total_capacity();
+        let used = self.quotas.get(queue).used;
+        let mut usage = [used.gpus as f64, used.cpu_milli as f64, used.memory_mib as f64];
+        if let (Some(h), Some(FairSharing { half_life_s: Some(half_life) })) = (self.history.get(&queue), self.fair) {
+            for (u, past) in usage.iter_mut().zip(h.as_usage(half_life)) {
+                *u += past;
+            }
+        }
+        let caps = [capacity.gpus as f64, capacity.cpu_milli as f64, capacity.memory_mib as f64];
+        let dominant = usage.iter().zip(caps).filter(|&(_, c)| c > 0.0).map(|(u, c)| u / c).fold(0.0, f64::max);
+        let weight = self.quotas.weight(queue);
+        (dominant / weight * SHARE_SCALE) as u64
+    }
+
+    /// Accumulates every queue's usage since the last cycle into its decayed history.
+    pub(crate) fn advance_history(&mut self, now: u64) {
+        let dt = now.saturating_sub(self.history_at);
+        self.history_at = now;
+        let Some(FairSharing { half_life_s: Some(half_life) }) = self.fair else { return };
+        for (i, q) in self.quotas.all().iter().enumerate() {
+            let usage = [q.used.gpus as f64, q.used.cpu_milli as f64, q.used.memory_mib as f64];
+            self.history.entry(QueueIdx(i)).or_default().advance(dt, usage, half_life);
+        }
+    }
+
     /// Puts a gang back into the pending order under `key`.
     pub(crate) fn requeue(&mut self, key: OrderKey, id: GangId, gpus: u64) {
         self.pending.insert(key, id);
@@ -455,7 +507,7 @@ impl Engine {
     fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
         let gang = self.gangs.get_mut(&id).ok_or(Error::UnknownGang(id))?;
         self.cluster.allocate_placement(placement, gang.placement_request.pod)?;
-        self.quotas.charge(gang.queue, gang.gpus);
+        self.quotas.charge(gang.queue, gang.request.shape.total());
         if gang.gpus == 0 {
             self.pending_without_gpus -= 1;
         }

@@ -17,6 +17,7 @@ mod config;
 mod engine;
 mod error;
 mod gang;
+mod order;
 mod preempt;
 mod preemption;
 mod quota;
@@ -26,7 +27,7 @@ pub use config::{
     BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues,
     parse_duration,
 };
-pub use engine::{Admission, Cycle, Engine, Preemption, Reservation, Submitted};
+pub use engine::{Admission, Cycle, Engine, FairSharing, Preemption, Reservation, Submitted};
 pub use error::{Error, Result};
 pub use gang::{GangId, GangRequest};
 pub use preemption::PreemptionRules;

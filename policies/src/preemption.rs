@@ -92,7 +92,7 @@ impl Engine {
         };
         let (start, expected_end) = (*start, *expected_end);
         self.cluster.release_placement(placement, gang.placement_request.pod)?;
-        self.quotas.refund(gang.queue, gang.gpus);
+        self.quotas.refund(gang.queue, gang.request.shape.total());
         self.running_by_end.remove(&(expected_end, victim));
         if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
             set.remove(&(gang.request.priority, victim));

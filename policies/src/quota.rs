@@ -2,6 +2,8 @@
 
 use std::collections::BTreeMap;
 
+use trainyard_topology::Resources;
+
 use crate::{PolicyConfig, UndeclaredQueues};
 
 /// Index of a queue inside [`Quotas`].
@@ -17,6 +19,8 @@ pub struct QueueState {
     pub nominal_gpus: Option<u64>,
     /// GPUs held by the queue's running gangs.
     pub used_gpus: u64,
+    /// Everything its running gangs hold.
+    pub used: Resources,
 }
 
 /// All queues.
@@ -39,7 +43,7 @@ impl Quotas {
 
     fn add(&mut self, name: &str, nominal_gpus: Option<u64>) -> QueueIdx {
         let idx = QueueIdx(self.queues.len());
-        self.queues.push(QueueState { name: name.to_string(), nominal_gpus, used_gpus: 0 });
+        self.queues.push(QueueState { name: name.to_string(), nominal_gpus, used_gpus: 0, used: Resources::ZERO });
         self.by_name.insert(name.to_string(), idx);
         idx
     }
@@ -65,18 +69,25 @@ impl Quotas {
         &self.queues
     }
 
+    /// A queue's fair-share weight (1 for every queue of a flat configuration).
+    pub fn weight(&self, _idx: QueueIdx) -> f64 {
+        1.0
+    }
+
     /// Whether `gpus` more fit under the queue's quota given `used` GPUs in use.
     pub fn admits(&self, idx: QueueIdx, used: u64, gpus: u64) -> bool {
         self.queues[idx.0].nominal_gpus.is_none_or(|n| used.saturating_add(gpus) <= n)
     }
 
-    pub(crate) fn charge(&mut self, idx: QueueIdx, gpus: u64) {
+    pub(crate) fn charge(&mut self, idx: QueueIdx, total: Resources) {
         let q = &mut self.queues[idx.0];
-        q.used_gpus = q.used_gpus.checked_add(gpus).expect("GPU usage cannot overflow u64");
+        q.used = q.used.checked_add(&total).expect("usage cannot overflow u64");
+        q.used_gpus = q.used.gpus;
     }
 
-    pub(crate) fn refund(&mut self, idx: QueueIdx, gpus: u64) {
+    pub(crate) fn refund(&mut self, idx: QueueIdx, total: Resources) {
         let q = &mut self.queues[idx.0];
-        q.used_gpus = q.used_gpus.checked_sub(gpus).expect("a queue never refunds more than it was charged");
+        q.used = q.used.checked_sub(&total).expect("a queue never refunds more than it was charged");
+        q.used_gpus = q.used.gpus;
     }
 }
