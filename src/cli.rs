@@ -37,6 +37,7 @@ Flags of `trainyard simulate` (see `trainyard simulate --help`):
   --estimates SOURCE  trace (default) | actual: where runtime estimates come from
   --slowdown SPEC     runtime factor by span, e.g. rack=1.05,cluster=1.25; default: none
   --out FILE          write the report as JSON
+  --explain JOBS      why these jobs waited and what would have let them start
   --skip-bad-rows     count unparsable trace rows as warnings instead of stopping
   --quiet             no progress bar, no table
 Flags of `trainyard place` (see `trainyard place --help`): the cluster flags above and
@@ -88,6 +89,10 @@ pub struct SimulateArgs {
     /// Write the full report as JSON to this file (byte-identical for identical inputs).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Print, for these jobs (trace ids, comma separated), why they waited and what would have
+    /// let them start, each time that changed during the replay.
+    #[arg(long, value_delimiter = ',', value_name = "JOB,...")]
+    pub explain: Vec<String>,
     /// Skip trace rows that do not parse, counting them as warnings, instead of stopping.
     #[arg(long)]
     pub skip_bad_rows: bool,

@@ -40,12 +40,13 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         skipped_rows: trace.skipped.len() as u64,
     };
     let estimates = args.replay.estimates.into();
+    let explain = explain_indices(&args.explain, &trace.jobs)?;
     let bar = progress_bar(args.quiet, trace.jobs.len() as u64);
     let mut on_progress = |p: Progress| {
         bar.set_position(p.done);
         bar.set_message(format!("t={}", trainyard_simulator::report::human_duration(p.now as f64)));
     };
-    let result = replay(cluster, policy, &trace.jobs, ReplayOptions { estimates, slowdown }, &mut on_progress);
+    let result = replay(cluster, policy, &trace.jobs, ReplayOptions { estimates, slowdown, explain }, &mut on_progress);
     bar.finish_and_clear();
     let result = result.context("replay failed")?;
     let cluster_gpus = context.cluster_gpus;
@@ -55,6 +56,12 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     }
     if !args.quiet {
         let mut text = report.render_table();
+        if !result.explanations.is_empty() {
+            text.push_str("\nExplanations (each time they changed)\n");
+            for (t, i, x) in &result.explanations {
+                text.push_str(&format!("  t={t}s {}: {x}\n", trace.jobs[*i].id));
+            }
+        }
         text.push_str(&format!("\n{} events, {} scheduling cycles\n", result.events, result.cycles));
         if let Some(path) = &args.out {
             text.push_str(&format!("JSON report written to {}\n", path.display()));
@@ -63,6 +70,17 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("cannot write to standard output")?;
     }
     Ok(())
+}
+
+/// Indices of the jobs named by `--explain`; an unknown id is an error.
+fn explain_indices(ids: &[String], jobs: &[trainyard_simulator::TraceJob]) -> Result<Vec<usize>> {
+    ids.iter()
+        .map(|id| {
+            jobs.iter()
+                .position(|j| &j.id == id)
+                .ok_or_else(|| anyhow::anyhow!("--explain: no job `{id}` in the trace"))
+        })
+        .collect()
 }
 
 /// A progress bar on a terminal; hidden when stderr is not one or `--quiet` is set.

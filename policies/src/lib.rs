@@ -16,6 +16,7 @@ mod backfill;
 mod config;
 mod engine;
 mod error;
+mod explain;
 mod gang;
 mod order;
 mod preempt;
@@ -29,6 +30,7 @@ pub use config::{
 };
 pub use engine::{Admission, Cycle, Engine, FairSharing, Preemption, Reservation, Submitted};
 pub use error::{Error, Result};
+pub use explain::{Counterfactual, Explanation};
 pub use gang::{GangId, GangRequest};
 pub use preemption::PreemptionRules;
 pub use quota::{QueueIdx, QueueState, Quotas};

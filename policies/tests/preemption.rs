@@ -162,3 +162,34 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn explanations_name_who_to_wait_for_and_who_to_preempt() {
+    let mut e = engine(BackfillMode::Easy, None);
+    e.set_preemption(PreemptionRules::default());
+    for (id, estimate) in [(1, 100), (2, 200), (3, 300), (4, 400)] {
+        let mut g = gang(id, 0, 0, 1, 8, "unconstrained");
+        g.runtime_estimate = Some(estimate);
+        e.submit(g).unwrap();
+    }
+    e.schedule(0).unwrap();
+    e.submit(gang(9, 0, 1, 2, 8, "required:rack")).unwrap();
+    e.schedule(1).unwrap();
+    let x = e.explain(GangId(9)).unwrap();
+    use trainyard_policies::Counterfactual;
+    let rack_of = |id: u64| hosts_of(&e, id)[0].0 / 2;
+    assert_eq!(rack_of(1), rack_of(2), "gangs 1 and 2 fill one rack");
+    assert_eq!(
+        x.counterfactuals,
+        vec![
+            Counterfactual::WaitingFor { at: 200, last: GangId(2), gangs: 2 },
+            Counterfactual::Preempting { domain: format!("rack-{}", rack_of(1)), victims: vec![GangId(1), GangId(2)] },
+        ]
+    );
+    let text = x.to_string();
+    assert!(
+        text.contains("fits at t=200s when gang #2 ends") && text.contains("if gang(s) #1, #2 are preempted"),
+        "{text}"
+    );
+    assert!(e.explain(GangId(1)).is_none(), "running gangs have nothing to explain");
+}

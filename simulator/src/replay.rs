@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use trainyard_policies::{Cycle, Engine, GangId, GangRequest, PolicyConfig, Submitted};
+use trainyard_policies::{Cycle, Engine, Explanation, GangId, GangRequest, PolicyConfig, Submitted};
 use trainyard_topology::Cluster;
 
 use crate::fragmentation::{Fragmentation, Sample, Tracker};
@@ -29,6 +29,8 @@ pub struct ReplayOptions {
     /// How much longer gangs run when spread over wider domains. Only actual runtimes grow;
     /// estimates (what backfill plans with) stay what the users said.
     pub slowdown: Slowdown,
+    /// Jobs (by index) whose explanation is recorded whenever it changes while they wait.
+    pub explain: Vec<usize>,
 }
 
 /// How far a replay has got, for progress bars.
@@ -55,6 +57,9 @@ pub struct ReplayResult {
     pub first_reservation: Vec<Option<u64>>,
     /// For each job, how many times it was preempted.
     pub preemptions: Vec<u32>,
+    /// `(time, job index, explanation)` for the jobs named in [`ReplayOptions::explain`],
+    /// each time their explanation changed.
+    pub explanations: Vec<(u64, usize, Explanation)>,
     /// The slowdown factors in force, resolved against the cluster.
     pub slowdown: SlowdownTable,
     /// Free GPUs the smallest waiting gang could not use, over the replay.
@@ -116,6 +121,8 @@ pub fn replay_observed(
     // Work a job has saved at checkpoints before being preempted, in seconds of its runtime.
     let mut saved_work: Vec<u64> = vec![0; jobs.len()];
     let mut preemptions: Vec<u32> = vec![0; jobs.len()];
+    let mut explanations = Vec::new();
+    let mut last_explained: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
     let mut next_arrival = 0;
@@ -191,6 +198,15 @@ pub fn replay_observed(
             let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
             completions.push(Reverse((now.saturating_add(runtime), i, generation[i])));
         }
+        for &i in &options.explain {
+            if let Some(x) = engine.explain(GangId(i as u64)) {
+                let text = x.to_string();
+                if last_explained.get(&i) != Some(&text) {
+                    last_explained.insert(i, text);
+                    explanations.push((now, i, x));
+                }
+            }
+        }
         let smallest = if engine.pending_len() == 0 { None } else { engine.smallest_pending_gpu_gang() };
         tracker.observe(now, Sample::measure(engine.cluster(), smallest));
         if let Some(r) = cycle.reservation {
@@ -222,5 +238,6 @@ pub fn replay_observed(
         slowdown,
         fragmentation: tracker.finish(),
         preemptions,
+        explanations,
     })
 }

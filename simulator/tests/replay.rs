@@ -124,7 +124,8 @@ fn gang(id: &str, submit: u64, runtime: u64, pods: u32, gpus_per_pod: u64) -> Tr
 }
 
 fn replay_on_two_racks(policy: &str, jobs: &[TraceJob], slowdown: &str) -> ReplayResult {
-    let options = ReplayOptions { estimates: EstimateSource::Actual, slowdown: slowdown.parse().unwrap() };
+    let options =
+        ReplayOptions { estimates: EstimateSource::Actual, slowdown: slowdown.parse().unwrap(), ..Default::default() };
     replay(two_racks(), PolicyConfig::builtin(policy).unwrap(), jobs, options, &mut |_| {}).unwrap()
 }
 
@@ -166,6 +167,7 @@ fn no_slowdown_changes_nothing() {
     let ones = ReplayOptions {
         estimates: EstimateSource::Trace,
         slowdown: "cluster=1,rack=1.0,host=1.000000".parse().unwrap(),
+        ..Default::default()
     };
     let policy = PolicyConfig::builtin("easy-backfill").unwrap();
     let explicit = replay(cluster("philly-2490"), policy, &jobs, ones, &mut |_| {}).unwrap();

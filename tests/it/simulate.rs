@@ -296,3 +296,22 @@ fn placement_policy_can_be_chosen_on_the_command_line() {
     assert_eq!(bad.status.code(), Some(2), "clap rejects bad flag values with 2");
     assert!(bad.stderr.contains("`best` is not a placement policy"), "{}", bad.stderr);
 }
+
+#[test]
+fn explain_prints_why_chosen_jobs_waited() {
+    let args = [
+        "simulate",
+        "--cluster",
+        "examples/clusters/helios-704.yaml",
+        "--trace",
+        "data/traces/helios-excerpt.csv",
+        "--policy",
+        "fifo",
+        "--explain",
+        "job-9000",
+    ];
+    let run = trainyard(&args);
+    run.assert_success()
+        .assert_stdout_has(&["Explanations (each time they changed)", "job-9000: gang #9000: queued behind gang #"]);
+    trainyard(&["simulate", "--explain", "job-nope"]).assert_error(&["--explain: no job `job-nope` in the trace"]);
+}

@@ -184,7 +184,8 @@ pub fn shadow_replay(
     let mut observer = shadow::ShadowObserver::new(&cluster, jobs, &baselines);
     let mut policy = options.policy.clone();
     policy.placement = PlacementPolicy::Trainyard;
-    let replay_options = ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone() };
+    let replay_options =
+        ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone(), explain: Vec::new() };
     let result = replay_observed(cluster, policy, jobs, replay_options, progress, &mut |engine, cycle| {
         observer.observe(engine, cycle)
     })?;

@@ -114,7 +114,8 @@ pub fn replay_policy(
     let mut policy = options.policy.clone();
     policy.placement = placement;
     let mut tally = SpanTally::new(&topo);
-    let replay_options = ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone() };
+    let replay_options =
+        ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone(), explain: Vec::new() };
     let result = replay_observed(cluster, policy, jobs, replay_options, progress, &mut |engine, cycle| {
         tally.observe(engine, cycle, jobs)
     })?;
