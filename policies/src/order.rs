@@ -7,7 +7,7 @@
 //! by its weight; it is read afresh for every pick, so a queue that was just given a gang
 //! moves back behind the others within the same cycle.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::GangId;
 use crate::engine::OrderKey;
@@ -45,12 +45,33 @@ impl History {
     }
 }
 
+/// A queue's head gang as the fair order ranks it: priority, share, submission, arrival.
+type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, GangId);
+
 /// Visiting order of one cycle.
 pub(crate) enum Order {
     /// Priority, then submission, then arrival: a snapshot walked once.
     Fifo(std::vec::IntoIter<(OrderKey, GangId)>),
     /// Fair sharing: each queue's pending gangs in order, picked by share.
-    Fair(BTreeMap<QueueIdx, VecDeque<(OrderKey, GangId)>>),
+    Fair(FairOrder),
+}
+
+/// Per-queue snapshots plus the ranked head of every queue. Only the queue whose gang was
+/// just handed out can have changed its share (an admission charges that queue alone), so
+/// each pick re-ranks one queue: O(log queues), not a scan.
+pub(crate) struct FairOrder {
+    by_queue: BTreeMap<QueueIdx, VecDeque<(OrderKey, GangId)>>,
+    heads: BTreeSet<(HeadKey, QueueIdx)>,
+    started: bool,
+    last: Option<QueueIdx>,
+}
+
+impl FairOrder {
+    fn rank(&mut self, queue: QueueIdx, share: &impl Fn(QueueIdx) -> u64) {
+        if let Some(&(k, id)) = self.by_queue.get(&queue).and_then(|g| g.front()) {
+            self.heads.insert(((k.0, share(queue), k.1, k.2, id), queue));
+        }
+    }
 }
 
 impl Order {
@@ -67,24 +88,26 @@ impl Order {
         for (k, v) in pending {
             by_queue.entry(queue_of(*v)).or_default().push_back((*k, *v));
         }
-        Order::Fair(by_queue)
+        Order::Fair(FairOrder { by_queue, heads: BTreeSet::new(), started: false, last: None })
     }
 
     /// The next gang to look at; `share` gives a queue's current weighted share (scaled).
     pub(crate) fn next(&mut self, share: impl Fn(QueueIdx) -> u64) -> Option<(OrderKey, GangId)> {
         match self {
             Order::Fifo(it) => it.next(),
-            Order::Fair(by_queue) => {
-                let (&queue, _) = by_queue
-                    .iter()
-                    .filter_map(|(q, gangs)| gangs.front().map(|(k, id)| (q, (k.0, share(*q), k.1, k.2, *id))))
-                    .min_by_key(|&(q, key)| (key, *q))?;
-                let gangs = by_queue.get_mut(&queue).expect("chosen from the map");
-                let next = gangs.pop_front();
-                if gangs.is_empty() {
-                    by_queue.remove(&queue);
+            Order::Fair(fair) => {
+                if !fair.started {
+                    fair.started = true;
+                    let queues: Vec<QueueIdx> = fair.by_queue.keys().copied().collect();
+                    for q in queues {
+                        fair.rank(q, &share);
+                    }
+                } else if let Some(q) = fair.last.take() {
+                    fair.rank(q, &share);
                 }
-                next
+                let (_, queue) = fair.heads.pop_first()?;
+                fair.last = Some(queue);
+                fair.by_queue.get_mut(&queue).and_then(VecDeque::pop_front)
             }
         }
     }

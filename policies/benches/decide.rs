@@ -1,0 +1,134 @@
+//! The whole decide step at scale: 10,000 hosts, 200 queues, 50,000 pending gangs.
+//!
+//! Every gang is submitted at t=0, the lowest priority class first (one cycle fills the
+//! cluster with it), then the rest; cycles then run at one-minute steps, each after the
+//! gangs due to end have finished, until every gang has run. Reported: admissions per
+//! second of `Engine::schedule` time (quota, order, placement, backfill, preemption search)
+//! and where the time goes. `-- --quick` runs a tenth of it.
+
+use std::time::Instant;
+
+use trainyard_policies::{
+    BackfillMode, Engine, FairSharing, GangId, GangRequest, PolicyConfig, PreemptionRules, QueueConfig,
+};
+use trainyard_topology::rng::SplitMix64;
+use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
+
+const CLUSTER: &str = "name: bench-10k
+levels: [block, rack, host]
+generate:
+  counts: [10, 25, 40]
+  node: {gpus: 8, cpus: 96, memory_gib: 1024}
+";
+
+struct Scale {
+    queues: usize,
+    gangs: usize,
+}
+
+fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
+    (0..scale.gangs)
+        .map(|i| {
+            let gpus = [1u64, 2, 4, 8][rng.below(4) as usize];
+            let pods = if gpus == 8 { 1 + rng.below(8) as u32 } else { 1 };
+            let topology = match rng.below(3) {
+                0 => TopologyRequest::Unconstrained,
+                1 => TopologyRequest::Preferred("rack".into()),
+                _ => TopologyRequest::Required("block".into()),
+            };
+            let runtime = 600 + rng.below(7200);
+            let request = GangRequest {
+                id: GangId(i as u64),
+                queue: format!("q{:03}", rng.below(scale.queues as u64)),
+                priority: rng.below(3) as i32,
+                submit: 0,
+                shape: GangShape { pods, pod: Resources::gpus(gpus), topology },
+                runtime_estimate: Some(runtime),
+            };
+            (request, runtime)
+        })
+        .collect()
+}
+
+fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: BackfillMode) {
+    let cluster = Cluster::from_yaml(CLUSTER, "bench-10k").expect("valid cluster");
+    let capacity = cluster.total_capacity().gpus;
+    let mut policy = PolicyConfig::builtin("easy-backfill").expect("built-in");
+    policy.backfill = backfill;
+    // Quotas sum to twice the cluster: queues compete for capacity, not only for quota.
+    let per_queue = 2 * capacity / scale.queues as u64;
+    policy.queues =
+        (0..scale.queues).map(|q| QueueConfig { name: format!("q{q:03}"), nominal_gpus: per_queue }).collect();
+    let mut engine = Engine::new(cluster, policy);
+    engine.set_fair_sharing(fair.then_some(FairSharing { half_life_s: Some(3600) }));
+    engine.set_preemption(PreemptionRules { within_queue: preempt, checkpoint_interval_s: Some(1800) });
+    let mut rng = SplitMix64::new(7);
+    let work = gangs(scale, &mut rng);
+    let runtimes: Vec<u64> = work.iter().map(|(_, r)| *r).collect();
+    // Low priority first: they fill the cluster in the first cycle, so the higher classes
+    // that arrive next find it full and must wait, backfill or preempt.
+    let submit_started = Instant::now();
+    let (low, high): (Vec<_>, Vec<_>) = work.into_iter().map(|(g, _)| g).partition(|g| g.priority == 0);
+    for g in low {
+        engine.submit(g).expect("valid gang");
+    }
+    let mut submit_time = submit_started.elapsed();
+    let t = Instant::now();
+    let first = engine.schedule(0).expect("cycle");
+    let mut decide = t.elapsed();
+    let mut worst = decide;
+    let mut ends: std::collections::BTreeSet<(u64, u64)> =
+        first.admitted.iter().map(|a| (runtimes[a.id.0 as usize], a.id.0)).collect();
+    let mut admitted = first.admitted.len();
+    let submit_started = Instant::now();
+    for g in high {
+        engine.submit(g).expect("valid gang");
+    }
+    submit_time += submit_started.elapsed();
+    let (mut now, mut cycles, mut preempted) = (0u64, 1usize, 0usize);
+    while engine.pending_len() > 0 {
+        while let Some(&(end, id)) = ends.first() {
+            if end > now {
+                break;
+            }
+            ends.pop_first();
+            engine.finish(GangId(id), now).expect("running");
+        }
+        let t = Instant::now();
+        let cycle = engine.schedule(now).expect("cycle");
+        let spent = t.elapsed();
+        decide += spent;
+        worst = worst.max(spent);
+        cycles += 1;
+        for p in &cycle.preempted {
+            ends.retain(|&(_, id)| id != p.victim.0);
+            preempted += 1;
+        }
+        for a in &cycle.admitted {
+            ends.insert((now + runtimes[a.id.0 as usize], a.id.0));
+        }
+        admitted += cycle.admitted.len();
+        now += 60;
+    }
+    let rate = admitted as f64 / decide.as_secs_f64();
+    println!(
+        "{label:<34} {admitted:>7} admissions in {cycles:>5} cycles, decide {:>7.2} s: {rate:>8.0} admissions/s ({:.2}x of 2,000/s); worst cycle {:.1} ms; {preempted} preemptions; submit {:.2} s",
+        decide.as_secs_f64(),
+        rate / 2000.0,
+        worst.as_secs_f64() * 1e3,
+        submit_time.as_secs_f64(),
+    );
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let scale = if quick { Scale { queues: 200, gangs: 5_000 } } else { Scale { queues: 200, gangs: 50_000 } };
+    println!(
+        "# Decide step: 10,000 hosts x 8 GPUs, {} queues, {} gangs pending at t=0, one thread\n",
+        scale.queues, scale.gangs
+    );
+    run("FIFO order, EASY backfill", &scale, false, false, BackfillMode::Easy);
+    run("DRF, EASY backfill", &scale, true, false, BackfillMode::Easy);
+    run("DRF, EASY backfill, preemption", &scale, true, true, BackfillMode::Easy);
+    run("DRF, strict FIFO, preemption", &scale, true, true, BackfillMode::None);
+}
