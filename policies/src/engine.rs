@@ -13,6 +13,7 @@ use serde::Serialize;
 use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
+use crate::lifecycle::LifecycleRules;
 use crate::order::{History, Order, SHARE_SCALE};
 use crate::preemption::PreemptionRules;
 use crate::quota::{QueueIdx, Quotas};
@@ -89,6 +90,12 @@ pub(crate) struct GangRecord {
     pub(crate) arrival: u64,
     /// The gang that last preempted this one: it may never preempt that gang back.
     pub(crate) preempted_by: Option<GangId>,
+    /// Whether the running gang reported all its pods ready.
+    pub(crate) ready: bool,
+    /// Times it was admitted but not ready in time.
+    pub(crate) unready_attempts: u32,
+    /// It may not be admitted before this time (backoff after an admission that timed out).
+    pub(crate) not_before: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -128,6 +135,7 @@ pub struct Engine {
     /// Running gangs of each queue by priority, lowest first: the preemption candidates.
     pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
     pub(crate) preemption: PreemptionRules,
+    pub(crate) lifecycle: LifecycleRules,
     fair: Option<FairSharing>,
     history: BTreeMap<QueueIdx, History>,
     history_at: u64,
@@ -153,6 +161,7 @@ impl Engine {
             running_by_end: BTreeSet::new(),
             running_by_queue: BTreeMap::new(),
             preemption: PreemptionRules::default(),
+            lifecycle: LifecycleRules::default(),
             fair: None,
             history: BTreeMap::new(),
             history_at: 0,
@@ -273,6 +282,9 @@ impl Engine {
                 state: GangState::Pending { status, cycle: self.cycle },
                 arrival,
                 preempted_by: None,
+                ready: false,
+                unready_attempts: 0,
+                not_before: 0,
             },
         );
         Ok(Submitted::Queued)
@@ -364,6 +376,11 @@ impl Engine {
             }
             let gang = &self.gangs[&id];
             let (queue, gpus) = (gang.queue, gang.gpus);
+            if gang.not_before > now {
+                let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
+                self.set_status(id, reason, None);
+                continue;
+            }
             if let Some(&head) = blocked_queues.get(&queue) {
                 self.set_status(id, PendingReason::QueuedBehind { head }, None);
                 continue;
@@ -429,6 +446,11 @@ impl Engine {
                         BackfillMode::Easy => {}
                     }
                     self.set_status(id, failure.into(), reserved_at);
+                    if self.starving(id, now) {
+                        // Nobody may pass a gang that has waited too long.
+                        self.blanket = Some(Blanket::QueuedBehind(id));
+                        break;
+                    }
                     continue;
                 }
             };
@@ -513,6 +535,7 @@ impl Engine {
         }
         let expected_end = now.saturating_add(gang.estimate);
         gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
+        gang.ready = false;
         self.running_by_end.insert((expected_end, id));
         self.running_by_queue.entry(gang.queue).or_default().insert((gang.request.priority, id));
         Ok(())

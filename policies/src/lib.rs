@@ -18,6 +18,7 @@ mod engine;
 mod error;
 mod explain;
 mod gang;
+mod lifecycle;
 mod order;
 mod preempt;
 mod preemption;
@@ -32,6 +33,7 @@ pub use engine::{Admission, Cycle, Engine, FairSharing, Preemption, Reservation,
 pub use error::{Error, Result};
 pub use explain::{Counterfactual, Explanation};
 pub use gang::{GangId, GangRequest};
+pub use lifecycle::LifecycleRules;
 pub use preemption::PreemptionRules;
 pub use quota::{QueueIdx, QueueState, Quotas};
 pub use reason::{PendingReason, PendingStatus, Unschedulable};

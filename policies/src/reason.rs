@@ -52,6 +52,13 @@ pub enum PendingReason {
         /// The blocked gang at the head.
         head: GangId,
     },
+    /// Its last admission timed out before all pods were ready; it waits out a backoff.
+    Backoff {
+        /// When it may be admitted again.
+        until: u64,
+        /// Admissions that timed out so far.
+        attempts: u32,
+    },
     /// The gang's pod count is not a multiple of its slice size.
     BadSlice {
         /// Pods in the gang.
@@ -101,6 +108,12 @@ impl fmt::Display for PendingReason {
                 write!(f, "reservation: starting now would delay gang {holder}, reserved to start at t={at}s")
             }
             PendingReason::QueuedBehind { head } => write!(f, "queued behind gang {head} (strict FIFO)"),
+            PendingReason::Backoff { until, attempts } => {
+                write!(
+                    f,
+                    "backoff: {attempts} admission(s) timed out before the pods were ready; next try at t={until}s"
+                )
+            }
             PendingReason::BadSlice { pods, size } => {
                 write!(f, "slices: {pods} pods cannot be cut into slices of {size}")
             }
