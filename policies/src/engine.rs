@@ -424,7 +424,7 @@ impl Engine {
                     // Only the head of the line preempts: nobody ahead of it is waiting.
                     if reservation.is_none()
                         && blocked_queues.is_empty()
-                        && let Some(p) = self.try_preempt(id, now, 0, &mut cycle)?
+                        && let Some(p) = self.try_preempt(id, now, &mut cycle)?
                     {
                         self.start(id, &p, now)?;
                         self.pending.remove(&key);

@@ -146,7 +146,7 @@ impl Engine {
                     GangState::Pending { .. } => None,
                 })
                 .collect();
-            if let Some(set) = preempt::choose_victims(&mut cluster, &request, &candidates, 0) {
+            if let Some(set) = preempt::choose_victims(&mut cluster, &request, &candidates, &|_| true) {
                 let topo = cluster.topology();
                 let domain =
                     if topo.depth(set.domain) == 0 { "the cluster".to_string() } else { topo.path(set.domain) };

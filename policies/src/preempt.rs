@@ -55,13 +55,16 @@ fn touches(topo: &Topology, placement: &Placement, domain: DomainId) -> bool {
     placement.hosts.iter().any(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
 }
 
-/// Finds the cheapest victim set that makes the gang fit and frees at least `min_freed_gpus`
-/// (what its queue's quota lacks), or `None` when no preemptible set does.
+/// Whether the preemptor's quota admits it once these victims are gone.
+pub(crate) type QuotaCheck<'a> = &'a dyn Fn(&[&Candidate]) -> bool;
+
+/// Finds the cheapest victim set that makes the gang fit and that `quota_ok` accepts, or
+/// `None` when no preemptible set does.
 pub(crate) fn choose_victims(
     cluster: &mut Cluster,
     request: &PlacementRequest,
     candidates: &[Candidate],
-    min_freed_gpus: u64,
+    quota_ok: QuotaCheck<'_>,
 ) -> Option<VictimSet> {
     if candidates.is_empty() {
         return None;
@@ -84,7 +87,7 @@ pub(crate) fn choose_victims(
         if inside.is_empty() || !reclaimable.covers(&need) {
             continue;
         }
-        if let Some(set) = victims_in(cluster, request, domain, &inside, min_freed_gpus)
+        if let Some(set) = victims_in(cluster, request, domain, &inside, quota_ok)
             && best.as_ref().is_none_or(|b| (set.cost, set.domain) < (b.cost, b.domain))
         {
             best = Some(set);
@@ -100,9 +103,8 @@ fn victims_in(
     request: &PlacementRequest,
     domain: DomainId,
     inside: &[&Candidate],
-    min_freed_gpus: u64,
+    quota_ok: QuotaCheck<'_>,
 ) -> Option<VictimSet> {
-    let freed = |set: &[&Candidate]| set.iter().map(|c| gpus_of(c)).sum::<u64>();
     let txn = cluster.begin();
     let mut taken: Vec<&Candidate> = Vec::new();
     let mut fitted = None;
@@ -111,7 +113,7 @@ fn victims_in(
             break;
         }
         taken.push(c);
-        if freed(&taken) < min_freed_gpus {
+        if !quota_ok(&taken) {
             continue;
         }
         if let Some(p) = fits_in(cluster, request, domain) {
@@ -126,7 +128,7 @@ fn victims_in(
     while i > 0 {
         i -= 1;
         let without: Vec<&Candidate> = taken.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| *c).collect();
-        if freed(&without) < min_freed_gpus {
+        if !quota_ok(&without) {
             continue;
         }
         let txn = cluster.begin();
@@ -145,11 +147,6 @@ fn victims_in(
         taken.len(),
     );
     Some(VictimSet { victims: taken.iter().map(|c| c.id).collect(), domain, placement, cost })
-}
-
-/// GPUs a candidate holds.
-fn gpus_of(c: &Candidate) -> u64 {
-    c.pod.gpus * c.placement.hosts.len() as u64
 }
 
 /// The gang's placement if it now fits inside `domain`.

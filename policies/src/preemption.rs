@@ -40,15 +40,9 @@ impl Engine {
         self.preemption = rules;
     }
 
-    /// Tries to start `id` by preempting lower-priority gangs of its queue; `min_freed_gpus`
-    /// is what its quota lacks. Returns the placement it started on.
-    pub(crate) fn try_preempt(
-        &mut self,
-        id: GangId,
-        now: u64,
-        min_freed_gpus: u64,
-        cycle: &mut Cycle,
-    ) -> Result<Option<Placement>> {
+    /// Tries to start `id` by preempting lower-priority gangs of its queue. Returns the
+    /// placement it started on.
+    pub(crate) fn try_preempt(&mut self, id: GangId, now: u64, cycle: &mut Cycle) -> Result<Option<Placement>> {
         if !self.preemption.within_queue {
             return Ok(None);
         }
@@ -74,7 +68,7 @@ impl Engine {
         if candidates.is_empty() {
             return Ok(None);
         }
-        let Some(set) = preempt::choose_victims(&mut self.cluster, &request, &candidates, min_freed_gpus) else {
+        let Some(set) = preempt::choose_victims(&mut self.cluster, &request, &candidates, &|_| true) else {
             return Ok(None);
         };
         for &victim in &set.victims {
