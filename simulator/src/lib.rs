@@ -8,10 +8,13 @@
 //! ```
 //! Runtimes grow with how widely a gang is spread ([`slowdown`]); after every cycle the
 //! replay measures the free GPUs the smallest waiting gang cannot use ([`fragmentation`]).
+//! With several tenants the report adds their fairness ([`fairness`]); [`tenants`] turns
+//! published per-VC quotas into policy files.
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
 pub mod compare;
 mod error;
+pub mod fairness;
 pub mod fragmentation;
 pub mod job;
 pub mod metrics;
@@ -19,6 +22,7 @@ pub mod placement;
 mod replay;
 pub mod report;
 pub mod slowdown;
+pub mod tenants;
 pub mod trace;
 
 pub use error::SimError;

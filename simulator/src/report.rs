@@ -1,10 +1,11 @@
-//! The replay report: what was replayed, the [`Summary`] metrics, every unschedulable job
-//! and the placement section, as versioned JSON or as a plain-text table for a terminal.
+//! The replay report: what was replayed, the [`Summary`] metrics, every unschedulable job,
+//! the placement section and the tenants' fairness, as versioned JSON or as a plain-text table.
 
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::fairness::TenantFairness;
 use crate::job::{Fate, JobOutcome};
 use crate::metrics::{Distribution, GroupStats, Summary};
 use crate::placement::PlacementSummary;
@@ -58,8 +59,11 @@ pub struct Report {
     /// Every unschedulable job, in input order.
     pub unschedulable: Vec<UnschedulableJob>,
     /// Slowdown, span levels and fragmentation; absent unless added by
-    /// [`Report::with_placement`] (and then last in the JSON, after `unschedulable`).
+    /// [`Report::with_placement`] (and then after `unschedulable` in the JSON).
     pub placement: Option<PlacementSummary>,
+    /// Fairness across tenants; present when the outcomes name at least two tenants, and
+    /// then the very last section of the JSON.
+    pub tenants: Option<TenantFairness>,
 }
 
 /// The JSON layout of a [`Report`].
@@ -71,6 +75,8 @@ struct VersionedReport<'a> {
     unschedulable: &'a [UnschedulableJob],
     #[serde(skip_serializing_if = "Option::is_none")]
     placement: Option<&'a PlacementSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tenants: Option<&'a TenantFairness>,
 }
 
 impl Serialize for Report {
@@ -81,6 +87,7 @@ impl Serialize for Report {
             summary: &self.summary,
             unschedulable: &self.unschedulable,
             placement: self.placement.as_ref(),
+            tenants: self.tenants.as_ref(),
         }
         .serialize(serializer)
     }
@@ -101,7 +108,8 @@ impl Report {
                 Fate::Finished { .. } => None,
             })
             .collect();
-        Report { context, summary: Summary::new(outcomes, cluster_gpus), unschedulable, placement: None }
+        let tenants = TenantFairness::when_shared(outcomes, cluster_gpus);
+        Report { context, summary: Summary::new(outcomes, cluster_gpus), unschedulable, placement: None, tenants }
     }
 
     /// The same report with a placement section.
@@ -120,8 +128,8 @@ impl Report {
     }
 
     /// A plain-text report for a terminal (no colours): a header block, the
-    /// queueing-delay and job-completion-time tables, the placement section when
-    /// there is one, and the first unschedulable jobs.
+    /// queueing-delay and job-completion-time tables, the placement and tenants sections when
+    /// there are, and the first unschedulable jobs.
     pub fn render_table(&self) -> String {
         let ctx = &self.context;
         let s = &self.summary;
@@ -151,6 +159,9 @@ impl Report {
         out.push_str(&self.distribution_table(|g| &g.jct, &s.jct));
         if let Some(placement) = &self.placement {
             out.push_str(&placement_section(placement));
+        }
+        if let Some(tenants) = &self.tenants {
+            out.push_str(&crate::fairness::render_table(tenants));
         }
 
         if !self.unschedulable.is_empty() {
@@ -407,8 +418,8 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&a).unwrap();
         assert_eq!(v["report_version"], 1);
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 4);
-        for key in ["report_version", "context", "summary", "unschedulable"] {
+        assert_eq!(keys.len(), 5);
+        for key in ["report_version", "context", "summary", "unschedulable", "tenants"] {
             assert!(keys.contains(&key), "missing {key}");
         }
         assert!(a.find("\"report_version\"").unwrap() < a.find("\"context\"").unwrap());
@@ -489,16 +500,19 @@ mod tests {
         assert_eq!(json, placed().to_json());
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 5);
+        assert_eq!(keys.len(), 6, "the two tenants add a tenants section after the placement");
         assert!(json.find("\"unschedulable\"").unwrap() < json.find("\"placement\"").unwrap());
+        assert!(json.find("\"placement\"").unwrap() < json.find("\"tenants\"").unwrap());
         let p = &v["placement"];
         assert_eq!(p["mean_factor"], 0.0, "the outcomes span `host`, which a level-less table lacks");
         assert_eq!(p["levels"][0]["level"], "cluster");
         assert_eq!(p["fragmentation"]["max_fragmented_gpus"], 56);
         assert_eq!(p["fragmentation"]["series"][0]["free_gpus"], 40.0);
         // Everything before the new section is what the report without it writes.
-        let without = report().to_json();
+        let without = Report { tenants: None, ..report() }.to_json();
         assert_eq!(json[..without.len() - 3], without[..without.len() - 3]);
+        let untouched = Report { tenants: None, ..placed() }.to_json();
+        assert_eq!(json[..untouched.len() - 3], untouched[..untouched.len() - 3]);
     }
 
     #[test]
