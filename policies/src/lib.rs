@@ -18,14 +18,17 @@ mod engine;
 mod error;
 mod gang;
 mod quota;
+mod quota_tree;
 mod reason;
 
 pub use config::{
-    BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues,
-    parse_duration,
+    AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
+    DEFAULT_PRIORITY_CLASS, DEFAULT_RUNTIME_ESTIMATE_S, FairSharingConfig, PolicyConfig, PreemptionConfig,
+    PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig, UndeclaredQueues, parse_duration,
 };
 pub use engine::{Admission, Cycle, Engine, Reservation, Submitted};
 pub use error::{Error, Result};
 pub use gang::{GangId, GangRequest};
 pub use quota::{QueueIdx, QueueState, Quotas};
+pub use quota_tree::{FairShare, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
 pub use reason::{PendingReason, PendingStatus, Unschedulable};
