@@ -23,11 +23,13 @@ mod order;
 mod preempt;
 mod preemption;
 mod quota;
+mod quota_tree;
 mod reason;
 
 pub use config::{
-    BUILTIN_POLICIES, BackfillMode, DEFAULT_RUNTIME_ESTIMATE_S, PolicyConfig, QueueConfig, UndeclaredQueues,
-    parse_duration,
+    AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
+    DEFAULT_PRIORITY_CLASS, DEFAULT_RUNTIME_ESTIMATE_S, FairSharingConfig, PolicyConfig, PreemptionConfig,
+    PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig, UndeclaredQueues, parse_duration,
 };
 pub use engine::{Admission, Cycle, Engine, FairSharing, Preemption, Reservation, Submitted};
 pub use error::{Error, Result};
@@ -36,4 +38,5 @@ pub use gang::{GangId, GangRequest};
 pub use lifecycle::LifecycleRules;
 pub use preemption::PreemptionRules;
 pub use quota::{QueueIdx, QueueState, Quotas};
+pub use quota_tree::{FairShare, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
 pub use reason::{PendingReason, PendingStatus, Unschedulable};

@@ -36,7 +36,7 @@ impl Quotas {
     pub fn new(config: &PolicyConfig) -> Quotas {
         let mut q = Quotas { queues: Vec::new(), by_name: BTreeMap::new(), undeclared: config.undeclared_queues };
         for queue in &config.queues {
-            q.add(&queue.name, Some(queue.nominal_gpus));
+            q.add(&queue.name, queue.nominal.gpus);
         }
         q
     }

@@ -14,7 +14,7 @@ fn cluster() -> Cluster {
 fn policy(backfill: BackfillMode, queues: &[(&str, u64)]) -> PolicyConfig {
     let mut p = PolicyConfig::builtin("easy-backfill").unwrap();
     p.backfill = backfill;
-    p.queues = queues.iter().map(|&(name, nominal_gpus)| QueueConfig { name: name.into(), nominal_gpus }).collect();
+    p.queues = queues.iter().map(|&(name, nominal_gpus)| QueueConfig::flat(name, nominal_gpus)).collect();
     p
 }
 

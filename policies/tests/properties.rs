@@ -109,7 +109,7 @@ fn run(cluster_yaml: &str, policy: &PolicyConfig, jobs: &[Job]) -> Result<Schedu
         }
         // No queue ever exceeds its nominal quota (no borrowing).
         for q in &policy.queues {
-            prop_assert!(queue_used.get(&q.name).copied().unwrap_or(0) <= q.nominal_gpus);
+            prop_assert!(queue_used.get(&q.name).copied().unwrap_or(0) <= q.nominal.gpus.unwrap_or(u64::MAX));
         }
     }
     prop_assert_eq!(engine.pending_len(), 0, "every gang ran or was rejected");
@@ -119,10 +119,7 @@ fn run(cluster_yaml: &str, policy: &PolicyConfig, jobs: &[Job]) -> Result<Schedu
 
 fn policy(backfill: bool, quotas: (u64, u64)) -> PolicyConfig {
     let mut p = PolicyConfig::builtin(if backfill { "easy-backfill" } else { "fifo" }).unwrap();
-    p.queues = vec![
-        QueueConfig { name: "a".into(), nominal_gpus: quotas.0 },
-        QueueConfig { name: "b".into(), nominal_gpus: quotas.1 },
-    ];
+    p.queues = vec![QueueConfig::flat("a", quotas.0), QueueConfig::flat("b", quotas.1)];
     p
 }
 

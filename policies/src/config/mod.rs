@@ -1,21 +1,43 @@
-//! The policy configuration: backfill mode, runtime estimates and tenant queues (YAML).
+//! The policy configuration (YAML): backfill, runtime estimates, the queue tree with its
+//! quotas, priority classes, fair sharing, preemption, starvation and admission timeouts.
 //!
 //! ```yaml
 //! backfill: easy                  # none (strict FIFO) | easy (EASY backfill)
 //! default_runtime_estimate: 4h    # for gangs that state no estimate
-//! queues:
-//!   - {name: team-a, nominal_gpus: 64}
-//!   - {name: team-b, nominal_gpus: 32}
+//! queues:                         # a tree; `parent` omitted = under the implicit root
+//!   - name: research              # an inner queue (cohort): has children, receives no gangs
+//!     nominal: {gpus: 0}          # its own extra quota, usually 0
+//!     borrowing_limit: {gpus: 64} # subtree may use this much beyond its subtree quota (omitted: unlimited)
+//!   - name: team-a
+//!     parent: research
+//!     nominal: {gpus: 64, cpus: 512, memory_gib: 4096}   # only named resources are limited
+//!     lending_limit: {gpus: 16}   # at most this much of its quota is lent (omitted: all of it)
+//!     weight: 2                   # fair-share weight, default 1
+//!   - {name: team-b, nominal_gpus: 32}   # the old form: GPUs only, never borrows
 //! undeclared_queues: unlimited    # unlimited | reject: gangs naming a queue not listed above
 //! placement: trainyard            # trainyard | greedy | first-fit | kueue-best-fit | slurm-tree
+//! priority_classes: [{name: low, value: 0}, {name: high, value: 100}]
+//! default_priority_class: low     # for gangs naming no class (default: a class named `default`, else 0)
+//! fair_sharing: {enabled: true, half_life: 24h}
+//! preemption: {within_queue: true, reclaim: true, checkpoint_interval: 1h}
+//! starvation: {max_wait: 12h}
+//! admission_timeout: {wait: 10m, backoff: 1m, max_backoff: 30m}
 //! ```
 
-use std::collections::BTreeSet;
+mod options;
+mod queues;
+
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 use trainyard_topology::{InputError, PlacementPolicy};
+
+pub use options::{
+    AdmissionTimeoutConfig, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S, FairSharingConfig, PreemptionConfig,
+    PriorityClass, StarvationConfig,
+};
+pub use queues::{QueueConfig, QuotaAmounts};
 
 use crate::{Error, Result};
 
@@ -23,6 +45,9 @@ use crate::{Error, Result};
 /// 19 minutes but its mean is five hours, so a short default would make EASY backfill
 /// promise reservations it cannot keep; a long one would stop all backfilling.
 pub const DEFAULT_RUNTIME_ESTIMATE_S: u64 = 4 * 3600;
+
+/// Name of the priority class gangs get when they name none and the file sets no default.
+pub const DEFAULT_PRIORITY_CLASS: &str = "default";
 
 /// How gangs that cannot start affect the ones behind them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,25 +66,15 @@ pub enum BackfillMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UndeclaredQueues {
-    /// Give them a queue without a quota.
+    /// Give them a leaf queue under the root without any quota (and outside every pool).
     #[default]
     Unlimited,
     /// Report such gangs as unschedulable.
     Reject,
 }
 
-/// One tenant queue.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct QueueConfig {
-    /// Queue name, as gangs name it.
-    pub name: String,
-    /// GPUs the queue's running gangs may hold at once (no borrowing).
-    pub nominal_gpus: u64,
-}
-
 /// The whole policy.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PolicyConfig {
     /// Short name shown in reports.
     pub name: String,
@@ -67,12 +82,24 @@ pub struct PolicyConfig {
     pub backfill: BackfillMode,
     /// Seconds assumed for gangs without an estimate.
     pub default_runtime_estimate_s: u64,
-    /// Declared queues, in file order.
+    /// Declared queues, in file order; parents may come after their children.
     pub queues: Vec<QueueConfig>,
     /// Treatment of queues not declared.
     pub undeclared_queues: UndeclaredQueues,
     /// How gangs are mapped onto hosts.
     pub placement: PlacementPolicy,
+    /// Named priorities, in file order.
+    pub priority_classes: Vec<PriorityClass>,
+    /// Class of gangs that name none; `None`: [`DEFAULT_PRIORITY_CLASS`] if declared, else 0.
+    pub default_priority_class: Option<String>,
+    /// Dominant-resource fair sharing (off by default).
+    pub fair_sharing: FairSharingConfig,
+    /// Preemption (off by default).
+    pub preemption: PreemptionConfig,
+    /// Starvation guard for backfill (off by default).
+    pub starvation: StarvationConfig,
+    /// Requeue of gangs not ready in time; `None`: never.
+    pub admission_timeout: Option<AdmissionTimeoutConfig>,
 }
 
 #[derive(Deserialize)]
@@ -85,18 +112,44 @@ struct PolicyFile {
     #[serde(default)]
     default_runtime_estimate: Option<Spanned<String>>,
     #[serde(default)]
-    queues: Vec<Spanned<QueueConfig>>,
+    queues: Vec<Spanned<queues::QueueFile>>,
     #[serde(default)]
     undeclared_queues: UndeclaredQueues,
     #[serde(default)]
     placement: PlacementPolicy,
+    #[serde(default)]
+    priority_classes: Vec<Spanned<PriorityClass>>,
+    #[serde(default)]
+    default_priority_class: Option<Spanned<String>>,
+    #[serde(default)]
+    fair_sharing: Option<options::FairSharingFile>,
+    #[serde(default)]
+    preemption: Option<options::PreemptionFile>,
+    #[serde(default)]
+    starvation: Option<options::StarvationFile>,
+    #[serde(default)]
+    admission_timeout: Option<options::AdmissionTimeoutFile>,
+}
+
+/// Builds the errors of one file.
+pub(crate) struct Reporter<'a> {
+    source_name: &'a str,
+}
+
+impl Reporter<'_> {
+    /// A field at `line` that cannot be used.
+    pub(crate) fn at(&self, line: u64, field: impl Into<String>, message: impl Into<String>) -> Error {
+        Error::from(InputError::invalid(self.source_name, Some(line), field, message))
+    }
 }
 
 /// Names of the built-in policies, for help texts.
 pub const BUILTIN_POLICIES: [&str; 2] = ["fifo", "easy-backfill"];
 
 impl PolicyConfig {
-    /// A built-in policy by name: `fifo` (strict FIFO) or `easy-backfill`.
+    /// A built-in policy by name: `fifo` (strict FIFO) or `easy-backfill`. Both have no
+    /// declared queue (every queue is unlimited), no priority classes, and neither fair
+    /// sharing nor preemption.
     pub fn builtin(name: &str) -> Option<PolicyConfig> {
         let backfill = match name {
             "fifo" => BackfillMode::None,
@@ -110,42 +163,30 @@ impl PolicyConfig {
             queues: Vec::new(),
             undeclared_queues: UndeclaredQueues::Unlimited,
             placement: PlacementPolicy::default(),
+            priority_classes: Vec::new(),
+            default_priority_class: None,
+            fair_sharing: FairSharingConfig::default(),
+            preemption: PreemptionConfig::default(),
+            starvation: StarvationConfig::default(),
+            admission_timeout: None,
         })
     }
 
     /// Parses and checks a policy file; `source_name` prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<PolicyConfig> {
         let file: PolicyFile = serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e))?;
-        let invalid = |line: u64, field: String, message: String| {
-            Error::from(InputError::invalid(source_name, Some(line), field, message))
-        };
+        let report = Reporter { source_name };
         let default_runtime_estimate_s = match &file.default_runtime_estimate {
             None => DEFAULT_RUNTIME_ESTIMATE_S,
-            Some(text) => match parse_duration(&text.value) {
-                Some(s) if s > 0 => s,
-                _ => {
-                    return Err(invalid(
-                        text.referenced.line(),
-                        "default_runtime_estimate".into(),
-                        format!("`{}` is not a positive duration such as 90s, 30m, 4h or 2d", text.value),
-                    ));
-                }
-            },
+            Some(text) => options::positive_duration(text, "default_runtime_estimate", &report)?,
         };
-        let mut names = BTreeSet::new();
-        for (i, q) in file.queues.iter().enumerate() {
-            let line = q.referenced.line();
-            if q.value.name.trim().is_empty() {
-                return Err(invalid(line, format!("queues[{i}].name"), "must not be empty".into()));
-            }
-            if !names.insert(q.value.name.as_str()) {
-                return Err(invalid(
-                    line,
-                    format!("queues[{i}].name"),
-                    format!("queue `{}` is declared twice", q.value.name),
-                ));
-            }
-        }
+        let queues = queues::check_queues(file.queues, &report)?;
+        let (priority_classes, default_priority_class) =
+            options::check_priority_classes(file.priority_classes, file.default_priority_class, &report)?;
+        let fair_sharing = options::check_fair_sharing(file.fair_sharing, &report)?;
+        let preemption = options::check_preemption(file.preemption, &report)?;
+        let starvation = options::check_starvation(file.starvation, &report)?;
+        let admission_timeout = options::check_admission_timeout(file.admission_timeout, &report)?;
         let name = file.name.unwrap_or_else(|| {
             std::path::Path::new(source_name)
                 .file_stem()
@@ -155,10 +196,30 @@ impl PolicyConfig {
             name,
             backfill: file.backfill,
             default_runtime_estimate_s,
-            queues: file.queues.into_iter().map(|q| q.value).collect(),
+            queues,
             undeclared_queues: file.undeclared_queues,
             placement: file.placement,
+            priority_classes,
+            default_priority_class,
+            fair_sharing,
+            preemption,
+            starvation,
+            admission_timeout,
         })
+    }
+
+    /// The priority value of a class: `None` names the default class (the file's
+    /// `default_priority_class`, else a class called [`DEFAULT_PRIORITY_CLASS`], else 0).
+    /// An unknown class name gives `None`.
+    pub fn priority_value(&self, class: Option<&str>) -> Option<i32> {
+        let find = |name: &str| self.priority_classes.iter().find(|c| c.name == name).map(|c| c.value);
+        match class {
+            Some(name) => find(name),
+            None => match &self.default_priority_class {
+                Some(name) => find(name),
+                None => Some(find(DEFAULT_PRIORITY_CLASS).unwrap_or(0)),
+            },
+        }
     }
 }
 
@@ -226,7 +287,7 @@ mod tests {
         assert_eq!(p.name, "strict");
         assert_eq!(p.backfill, BackfillMode::None);
         assert_eq!(p.default_runtime_estimate_s, 7200);
-        assert_eq!(p.queues, vec![QueueConfig { name: "a".into(), nominal_gpus: 8 }]);
+        assert_eq!(p.queues, vec![QueueConfig::flat("a", 8)]);
         assert_eq!(p.undeclared_queues, UndeclaredQueues::Reject);
         assert_eq!(p.placement, PlacementPolicy::SlurmTree);
     }
