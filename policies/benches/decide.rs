@@ -57,11 +57,14 @@ fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: Backfill
     policy.backfill = backfill;
     // Quotas sum to twice the cluster: queues compete for capacity, not only for quota.
     let per_queue = 2 * capacity / scale.queues as u64;
-    policy.queues =
-        (0..scale.queues).map(|q| QueueConfig { name: format!("q{q:03}"), nominal_gpus: per_queue }).collect();
+    policy.queues = (0..scale.queues).map(|q| QueueConfig::flat(&format!("q{q:03}"), per_queue)).collect();
     let mut engine = Engine::new(cluster, policy);
     engine.set_fair_sharing(fair.then_some(FairSharing { half_life_s: Some(3600) }));
-    engine.set_preemption(PreemptionRules { within_queue: preempt, checkpoint_interval_s: Some(1800) });
+    engine.set_preemption(PreemptionRules {
+        within_queue: preempt,
+        reclaim: preempt,
+        checkpoint_interval_s: Some(1800),
+    });
     let mut rng = SplitMix64::new(7);
     let work = gangs(scale, &mut rng);
     let runtimes: Vec<u64> = work.iter().map(|(_, r)| *r).collect();

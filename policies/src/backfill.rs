@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use trainyard_topology::{HostId, Placement, PlacementRequest, Resources};
 
 use crate::engine::GangState;
-use crate::quota::QueueIdx;
+use crate::quota_tree::QueueIdx;
 use crate::{Engine, GangId, PendingReason, Result};
 
 /// A gang about to start, as the reservation checks see it.
@@ -90,17 +90,15 @@ impl Holds {
         if self.by_queue.contains_key(&queue) {
             return;
         }
-        let Some(nominal) = engine.quotas.get(queue).nominal_gpus else { return };
-        let want = engine.gangs[&holder].gpus;
-        let mut used = engine.quotas.get(queue).used_gpus;
+        let want = engine.gangs[&holder].request.shape.total();
+        // Replays expected ends on a copy of the quota tree until the holder's quota admits it.
+        let mut quota = engine.quotas.clone();
         for &(end, id) in &engine.running_by_end {
             let gang = &engine.gangs[&id];
-            if gang.queue != queue {
-                continue;
-            }
-            used -= gang.gpus;
-            if used + want <= nominal {
-                self.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus: nominal - used - want });
+            quota.refund(gang.queue, gang.request.shape.total());
+            if quota.check(queue, want).is_ok() {
+                let slack_gpus = quota.available(queue).gpus.saturating_sub(want.gpus);
+                self.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
                 return;
             }
         }
@@ -116,10 +114,9 @@ impl Engine {
         holds: &mut Holds,
     ) -> Result<Option<ReservationPlan>> {
         let head = &self.gangs[&holder];
-        let (queue, want, request) = (head.queue, head.gpus, head.placement_request);
+        let (queue, request) = (head.queue, head.placement_request);
         let total = head.request.shape.total();
-        let nominal = self.quotas.get(queue).nominal_gpus;
-        let mut used = self.quotas.get(queue).used_gpus;
+        let mut quota = self.quotas.clone();
         // Pods of the head's shape that fit host by host: a placement anywhere needs at least
         // `pods` of them, so the (costly) placement search only runs once that many exist.
         let mut fits = self.cluster.fit_count(&request.pod);
@@ -138,14 +135,12 @@ impl Engine {
                 let after: u64 = hosts.iter().map(|&(h, _)| self.cluster.host_free(h).fit_count(&request.pod)).sum();
                 fits = fits.saturating_add(after).saturating_sub(before);
             }
-            if gang.queue == queue {
-                used -= gang.gpus;
-            }
+            quota.refund(gang.queue, gang.request.shape.total());
             // Gangs expected to end at the same second are released together.
             if ends.peek().is_some_and(|next| next.0 == end) {
                 continue;
             }
-            if !self.quotas.admits(queue, used, want)
+            if quota.check(queue, total).is_err()
                 || !self.cluster.total_free().covers(&total)
                 || fits < u64::from(request.pods)
             {
@@ -161,10 +156,8 @@ impl Engine {
                     })
                     .collect();
                 found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack, refused: HashSet::new() });
-                if let Some(nominal) = nominal {
-                    let slack_gpus = nominal.saturating_sub(used + want);
-                    holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
-                }
+                let slack_gpus = quota.available(queue).gpus.saturating_sub(total.gpus);
+                holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
                 break;
             }
         }

@@ -14,9 +14,10 @@ use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::lifecycle::LifecycleRules;
-use crate::order::{History, Order, SHARE_SCALE};
+use crate::order::{Order, SHARE_SCALE};
 use crate::preemption::PreemptionRules;
-use crate::quota::{QueueIdx, Quotas};
+use crate::quota_tree::QueueIdx;
+use crate::quota_tree::{FairShare, QuotaTree};
 use crate::{
     BackfillMode, Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable,
 };
@@ -127,7 +128,8 @@ enum Blanket {
 pub struct Engine {
     pub(crate) cluster: Cluster,
     config: PolicyConfig,
-    pub(crate) quotas: Quotas,
+    pub(crate) quotas: QuotaTree,
+    fair_share: FairShare,
     pub(crate) gangs: BTreeMap<GangId, GangRecord>,
     pending: BTreeMap<OrderKey, GangId>,
     pending_without_gpus: usize,
@@ -137,8 +139,6 @@ pub struct Engine {
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
     fair: Option<FairSharing>,
-    history: BTreeMap<QueueIdx, History>,
-    history_at: u64,
     never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
     arrivals: u64,
     cycle: u64,
@@ -149,22 +149,35 @@ pub struct Engine {
 impl Engine {
     /// An engine over an (empty or partly used) cluster with a policy.
     pub fn new(mut cluster: Cluster, config: PolicyConfig) -> Engine {
-        let quotas = Quotas::new(&config);
+        let quotas = QuotaTree::new(&config);
         cluster.set_placement_policy(config.placement);
+        let fair = config.fair_sharing.enabled.then_some(FairSharing { half_life_s: config.fair_sharing.half_life_s });
+        let preemption = PreemptionRules {
+            within_queue: config.preemption.within_queue,
+            reclaim: config.preemption.reclaim,
+            checkpoint_interval_s: config.preemption.checkpoint_interval_s,
+        };
+        let timeout = config.admission_timeout;
+        let lifecycle = LifecycleRules {
+            max_wait_s: config.starvation.max_wait_s,
+            ready_timeout_s: timeout.map(|t| t.wait_s),
+            backoff_s: timeout.map_or(0, |t| t.backoff_s),
+            max_backoff_s: timeout.map_or(0, |t| t.max_backoff_s),
+        };
+        let fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
         Engine {
             cluster,
             config,
             quotas,
+            fair_share,
             gangs: BTreeMap::new(),
             pending: BTreeMap::new(),
             pending_without_gpus: 0,
             running_by_end: BTreeSet::new(),
             running_by_queue: BTreeMap::new(),
-            preemption: PreemptionRules::default(),
-            lifecycle: LifecycleRules::default(),
-            fair: None,
-            history: BTreeMap::new(),
-            history_at: 0,
+            preemption,
+            lifecycle,
+            fair,
             never_fits: HashMap::new(),
             arrivals: 0,
             cycle: 0,
@@ -183,8 +196,8 @@ impl Engine {
         &self.config
     }
 
-    /// Queues and their usage.
-    pub fn quotas(&self) -> &Quotas {
+    /// Queues, their quotas and usage.
+    pub fn quotas(&self) -> &QuotaTree {
         &self.quotas
     }
 
@@ -243,13 +256,12 @@ impl Engine {
             return Ok(Submitted::Unschedulable(Unschedulable::UnknownQueue { queue: request.queue.clone() }));
         };
         let gpus = shape.total().gpus;
-        if let Some(nominal) = self.quotas.get(queue).nominal_gpus
-            && gpus > nominal
-        {
+        let ceiling = self.quotas.ceiling(queue);
+        if !ceiling.covers(&shape.total()) {
             return Ok(Submitted::Unschedulable(Unschedulable::ExceedsQuota {
                 queue: request.queue.clone(),
                 requested_gpus: gpus,
-                nominal_gpus: nominal,
+                nominal_gpus: ceiling.gpus,
             }));
         }
         let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint };
@@ -385,14 +397,23 @@ impl Engine {
                 self.set_status(id, PendingReason::QueuedBehind { head }, None);
                 continue;
             }
-            let used = self.quotas.get(queue).used_gpus;
-            if !self.quotas.admits(queue, used, gpus) {
-                let q = self.quotas.get(queue);
+            if let Err(block) = self.quotas.check(queue, gang.request.shape.total()) {
+                // The head of the line may take lent quota back from borrowers.
+                if reservation.is_none()
+                    && blocked_queues.is_empty()
+                    && let Some(p) = self.try_preempt(id, now, &mut cycle)?
+                {
+                    self.start(id, &p, now)?;
+                    self.pending.remove(&key);
+                    cycle.admitted.push(Admission { id, placement: p, backfilled: false });
+                    continue;
+                }
                 let reason = PendingReason::Quota {
-                    queue: q.name.clone(),
+                    queue: self.quotas.name(queue).to_string(),
                     requested_gpus: gpus,
-                    used_gpus: used,
-                    nominal_gpus: q.nominal_gpus.unwrap_or(u64::MAX),
+                    used_gpus: self.quotas.usage(queue).gpus,
+                    available_gpus: self.quotas.available(queue).gpus,
+                    limit: self.quotas.describe(&block),
                 };
                 let mut reserved_at = None;
                 match mode {
@@ -476,34 +497,20 @@ impl Engine {
     /// Turns fair sharing on (with an optional half-life for past usage) or off.
     pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
         self.fair = fair;
+        self.fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
     }
 
-    /// A queue's weighted dominant share now, scaled by [`SHARE_SCALE`]: the largest share
-    /// of any resource it holds or, with a half-life, has recently held.
+    /// A queue's weighted dominant share now (with its decayed history when fair sharing has
+    /// a half-life), scaled by [`SHARE_SCALE`].
     pub fn share(&self, queue: QueueIdx) -> u64 {
         let capacity = self.cluster.total_capacity();
-        let used = self.quotas.get(queue).used;
-        let mut usage = [used.gpus as f64, used.cpu_milli as f64, used.memory_mib as f64];
-        if let (Some(h), Some(FairSharing { half_life_s: Some(half_life) })) = (self.history.get(&queue), self.fair) {
-            for (u, past) in usage.iter_mut().zip(h.as_usage(half_life)) {
-                *u += past;
-            }
-        }
-        let caps = [capacity.gpus as f64, capacity.cpu_milli as f64, capacity.memory_mib as f64];
-        let dominant = usage.iter().zip(caps).filter(|&(_, c)| c > 0.0).map(|(u, c)| u / c).fold(0.0, f64::max);
-        let weight = self.quotas.weight(queue);
-        (dominant / weight * SHARE_SCALE) as u64
+        (self.fair_share.share(&self.quotas, queue, capacity) * SHARE_SCALE) as u64
     }
 
-    /// Accumulates every queue's usage since the last cycle into its decayed history.
+    /// Accounts every queue's usage up to `now` into the fair-share history; called before
+    /// any change of usage.
     pub(crate) fn advance_history(&mut self, now: u64) {
-        let dt = now.saturating_sub(self.history_at);
-        self.history_at = now;
-        let Some(FairSharing { half_life_s: Some(half_life) }) = self.fair else { return };
-        for (i, q) in self.quotas.all().iter().enumerate() {
-            let usage = [q.used.gpus as f64, q.used.cpu_milli as f64, q.used.memory_mib as f64];
-            self.history.entry(QueueIdx(i)).or_default().advance(dt, usage, half_life);
-        }
+        self.fair_share.advance(&self.quotas, now);
     }
 
     /// Puts a gang back into the pending order under `key`.

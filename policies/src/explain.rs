@@ -46,7 +46,7 @@ pub enum Counterfactual {
         /// Hosts of the cluster's largest size that would cover them.
         hosts_short: u64,
     },
-    /// Its queue must free this many GPUs first.
+    /// This many GPUs must be freed under the blocking quota first.
     QuotaShort {
         /// The queue.
         queue: String,
@@ -104,8 +104,8 @@ impl Engine {
         let request = gang.placement_request;
         let mut counterfactuals = Vec::new();
         match &status.reason {
-            PendingReason::Quota { queue, requested_gpus, used_gpus, nominal_gpus } => {
-                let gpus_short = (used_gpus + requested_gpus).saturating_sub(*nominal_gpus);
+            PendingReason::Quota { queue, requested_gpus, available_gpus, .. } => {
+                let gpus_short = requested_gpus.saturating_sub(*available_gpus);
                 counterfactuals.push(Counterfactual::QuotaShort { queue: queue.clone(), gpus_short });
             }
             PendingReason::Topology { level, pods, best_domain_fit } => {
@@ -138,6 +138,8 @@ impl Engine {
                 .filter_map(|&(_, other)| match &self.gangs[&other].state {
                     GangState::Running { placement, .. } => Some(Candidate {
                         id: other,
+                        queue: self.gangs[&other].queue,
+                        total: self.gangs[&other].request.shape.total(),
                         placement: placement.clone(),
                         pod: self.gangs[&other].placement_request.pod,
                         priority: self.gangs[&other].request.priority,

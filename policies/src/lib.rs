@@ -22,7 +22,6 @@ mod lifecycle;
 mod order;
 mod preempt;
 mod preemption;
-mod quota;
 mod quota_tree;
 mod reason;
 
@@ -37,6 +36,5 @@ pub use explain::{Counterfactual, Explanation};
 pub use gang::{GangId, GangRequest};
 pub use lifecycle::LifecycleRules;
 pub use preemption::PreemptionRules;
-pub use quota::{QueueIdx, QueueState, Quotas};
-pub use quota_tree::{FairShare, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
+pub use quota_tree::{FairShare, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
 pub use reason::{PendingReason, PendingStatus, Unschedulable};

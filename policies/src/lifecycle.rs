@@ -54,6 +54,7 @@ impl Engine {
     /// Takes back an admission that did not become ready: frees its capacity and quota and
     /// requeues it in its old place, not to be admitted before the returned time.
     pub fn requeue_unready(&mut self, id: GangId, now: u64) -> Result<u64> {
+        self.advance_history(now);
         let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
         let GangState::Running { placement, expected_end, .. } = &gang.state else {
             return Err(Error::NotRunning(id));

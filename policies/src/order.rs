@@ -2,48 +2,19 @@
 //! weighted dominant-resource fair sharing across queues.
 //!
 //! Fair sharing keeps priority first (a higher priority class always goes first), then
-//! picks the queue whose weighted dominant share is lowest, then the earliest submission.
-//! A queue's share is `max over resources of (usage + decayed history) / capacity`, divided
-//! by its weight; it is read afresh for every pick, so a queue that was just given a gang
+//! picks the queue whose weighted dominant share is lowest (current usage plus decayed
+//! history, see `quota_tree/fair_share.rs`), then the earliest submission. The share of the
+//! queue just served is read afresh at every pick, so a queue that was just given a gang
 //! moves back behind the others within the same cycle.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::GangId;
 use crate::engine::OrderKey;
-use crate::quota::QueueIdx;
+use crate::quota_tree::QueueIdx;
 
 /// Fixed-point scale of shares, so that they order exactly and deterministically.
 pub(crate) const SHARE_SCALE: f64 = 1e9;
-
-/// Decayed usage history of one queue, per resource, in resource-seconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct History {
-    /// Decayed GPU-seconds, CPU-millicore-seconds and MiB-seconds.
-    pub(crate) used: [f64; 3],
-}
-
-impl History {
-    /// Advances by `dt` seconds during which the queue used `usage` (per resource), with
-    /// exponential decay of the given half-life: the exact integral of usage weighted by
-    /// `2^(-age / half_life)`.
-    pub(crate) fn advance(&mut self, dt: u64, usage: [f64; 3], half_life_s: u64) {
-        if dt == 0 || half_life_s == 0 {
-            return;
-        }
-        let lambda = std::f64::consts::LN_2 / half_life_s as f64;
-        let keep = (-lambda * dt as f64).exp();
-        for (h, u) in self.used.iter_mut().zip(usage) {
-            *h = *h * keep + u * (1.0 - keep) / lambda;
-        }
-    }
-
-    /// The history as an average usage over one half-life (same units as usage).
-    pub(crate) fn as_usage(&self, half_life_s: u64) -> [f64; 3] {
-        let per = |x: f64| if half_life_s == 0 { 0.0 } else { x * std::f64::consts::LN_2 / half_life_s as f64 };
-        [per(self.used[0]), per(self.used[1]), per(self.used[2])]
-    }
-}
 
 /// A queue's head gang as the fair order ranks it: priority, share, submission, arrival.
 type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, GangId);
@@ -116,18 +87,6 @@ impl Order {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn history_decays_by_half_each_half_life() {
-        let mut h = History::default();
-        h.advance(3600, [8.0, 0.0, 0.0], 3600);
-        let after_one = h.used[0];
-        // Constant use u for one half-life: u * (1 - 1/2) / lambda.
-        let expected = 8.0 * 0.5 / (std::f64::consts::LN_2 / 3600.0);
-        assert!((after_one - expected).abs() < 1e-6, "{after_one} vs {expected}");
-        h.advance(3600, [0.0, 0.0, 0.0], 3600);
-        assert!((h.used[0] - after_one / 2.0).abs() < 1e-6);
-    }
 
     #[test]
     fn fair_order_takes_the_lowest_share_first_but_priority_before_all() {

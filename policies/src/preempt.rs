@@ -13,12 +13,17 @@
 use trainyard_topology::{Cluster, DomainId, Placement, PlacementRequest, Resources, Topology};
 
 use crate::GangId;
+use crate::quota_tree::QueueIdx;
 
 /// A running gang that may be preempted for the one being placed.
 #[derive(Clone, Debug)]
 pub(crate) struct Candidate {
     /// The gang.
     pub(crate) id: GangId,
+    /// Its queue.
+    pub(crate) queue: QueueIdx,
+    /// Everything it holds.
+    pub(crate) total: Resources,
     /// Where it runs.
     pub(crate) placement: Placement,
     /// Resources of each of its pods.

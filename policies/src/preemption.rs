@@ -2,11 +2,16 @@
 //! and committing the displacement together with the preemptor's start.
 //!
 //! Only the head of the line preempts (the first gang that cannot start, before any
-//! reservation exists), so preemption never jumps the queue. Within its queue a gang may
-//! displace gangs of strictly lower priority; it never displaces the gang that last
-//! displaced it, so two gangs cannot take turns. Victims are whole gangs chosen by
-//! `preempt.rs` inside one topology domain; the preemptor starts in the same cycle on
-//! exactly the capacity they free.
+//! reservation exists), so preemption never jumps the queue. Two kinds:
+//! - **within its queue**, a gang may displace gangs of strictly lower priority;
+//! - **reclaim**: a gang that stays within its queue's own quota may displace gangs of
+//!   queues that are borrowing (using more than their subtree quota), at any priority, to
+//!   take lent capacity back.
+//!
+//! It never displaces the gang that last displaced it, so two gangs cannot take turns.
+//! Victims are whole gangs chosen by `preempt.rs` inside one topology domain, such that the
+//! preemptor's quota admits it once they are gone; it starts in the same cycle on exactly
+//! the capacity they free.
 
 use trainyard_topology::Placement;
 
@@ -19,6 +24,8 @@ use crate::{Engine, GangId, PendingReason, PendingStatus, Result};
 pub struct PreemptionRules {
     /// A gang may preempt lower-priority gangs of its own queue.
     pub within_queue: bool,
+    /// A gang within its queue's quota may preempt gangs of borrowing queues.
+    pub reclaim: bool,
     /// Work is saved this often; a victim loses the time since its last checkpoint (all of
     /// its run when `None`).
     pub checkpoint_interval_s: Option<u64>,
@@ -40,35 +47,59 @@ impl Engine {
         self.preemption = rules;
     }
 
-    /// Tries to start `id` by preempting lower-priority gangs of its queue. Returns the
-    /// placement it started on.
+    /// Tries to start `id` by preempting lower-priority gangs of its queue or, to reclaim
+    /// lent quota, gangs of borrowing queues. Returns the placement it started on.
     pub(crate) fn try_preempt(&mut self, id: GangId, now: u64, cycle: &mut Cycle) -> Result<Option<Placement>> {
-        if !self.preemption.within_queue {
+        let rules = self.preemption;
+        if !rules.within_queue && !rules.reclaim {
             return Ok(None);
         }
         let gang = &self.gangs[&id];
         let (queue, priority, request, barred) =
             (gang.queue, gang.request.priority, gang.placement_request, gang.preempted_by);
-        let Some(running) = self.running_by_queue.get(&queue) else { return Ok(None) };
-        let rules = self.preemption;
-        let candidates: Vec<Candidate> = running
-            .range(..(priority, GangId(0)))
-            .filter(|&&(_, victim)| Some(victim) != barred)
-            .filter_map(|&(p, victim)| match &self.gangs[&victim].state {
-                GangState::Running { placement, start, .. } => Some(Candidate {
-                    id: victim,
-                    placement: placement.clone(),
-                    pod: self.gangs[&victim].placement_request.pod,
-                    priority: p,
-                    lost_work: rules.lost(now - start) * self.gangs[&victim].gpus,
-                }),
-                GangState::Pending { .. } => None,
+        let total = gang.request.shape.total();
+        let mut victims: Vec<(i32, GangId)> = Vec::new();
+        if rules.within_queue
+            && let Some(running) = self.running_by_queue.get(&queue)
+        {
+            victims.extend(running.range(..(priority, GangId(0))).copied());
+        }
+        if rules.reclaim && self.within_own_quota(queue, total) {
+            for leaf in self.quotas.leaves().filter(|&l| l != queue && self.quotas.over_nominal(l)) {
+                victims.extend(self.running_by_queue.get(&leaf).into_iter().flatten().copied());
+            }
+        }
+        let candidates: Vec<Candidate> = victims
+            .into_iter()
+            .filter(|&(_, victim)| Some(victim) != barred)
+            .filter_map(|(p, victim)| {
+                let v = &self.gangs[&victim];
+                match &v.state {
+                    GangState::Running { placement, start, .. } => Some(Candidate {
+                        id: victim,
+                        queue: v.queue,
+                        total: v.request.shape.total(),
+                        placement: placement.clone(),
+                        pod: v.placement_request.pod,
+                        priority: p,
+                        lost_work: rules.lost(now - start) * v.gpus,
+                    }),
+                    GangState::Pending { .. } => None,
+                }
             })
             .collect();
         if candidates.is_empty() {
             return Ok(None);
         }
-        let Some(set) = preempt::choose_victims(&mut self.cluster, &request, &candidates, &|_| true) else {
+        let quotas = &self.quotas;
+        let quota_ok = |gone: &[&Candidate]| {
+            let mut q = quotas.clone();
+            for c in gone {
+                q.refund(c.queue, c.total);
+            }
+            q.check(queue, total).is_ok()
+        };
+        let Some(set) = preempt::choose_victims(&mut self.cluster, &request, &candidates, &quota_ok) else {
             return Ok(None);
         };
         for &victim in &set.victims {
@@ -78,8 +109,18 @@ impl Engine {
         Ok(Some(set.placement))
     }
 
+    /// Whether `total` more keeps `queue` within its own subtree quota (no borrowing).
+    fn within_own_quota(&self, queue: crate::QueueIdx, total: trainyard_topology::Resources) -> bool {
+        self.quotas
+            .usage(queue)
+            .checked_add(&total)
+            .is_some_and(|after| self.quotas.subtree_quota(queue).covers(&after))
+    }
+
     /// Sends a running gang back to the queue with its original place in the order.
     fn preempt(&mut self, victim: GangId, by: GangId, now: u64) -> Result<(u64, u64)> {
+        // Usage changes now: account for what it was until now first.
+        self.advance_history(now);
         let gang = self.gangs.get(&victim).ok_or(crate::Error::UnknownGang(victim))?;
         let GangState::Running { placement, start, expected_end } = &gang.state else {
             return Err(crate::Error::NotRunning(victim));

@@ -13,16 +13,18 @@ use crate::GangId;
 pub enum PendingReason {
     /// Submitted after the last cycle; not looked at yet.
     NotYetScheduled,
-    /// Its queue's quota is used up by running gangs.
+    /// A quota on its queue's path to the root is used up by running gangs.
     Quota {
-        /// Queue name.
+        /// The gang's queue.
         queue: String,
         /// GPUs the gang needs.
         requested_gpus: u64,
         /// GPUs the queue's running gangs hold.
         used_gpus: u64,
-        /// The queue's quota.
-        nominal_gpus: u64,
+        /// GPUs the blocking limit leaves for this queue now.
+        available_gpus: u64,
+        /// Which limit blocks, in words (the queue's own quota, a borrowing limit, a pool).
+        limit: String,
     },
     /// The cluster does not have room for the gang now.
     Capacity {
@@ -94,10 +96,7 @@ impl fmt::Display for PendingReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PendingReason::NotYetScheduled => f.write_str("not yet considered by a scheduling cycle"),
-            PendingReason::Quota { queue, requested_gpus, used_gpus, nominal_gpus } => write!(
-                f,
-                "quota: queue `{queue}` uses {used_gpus} of {nominal_gpus} GPUs, the gang needs {requested_gpus} more"
-            ),
+            PendingReason::Quota { limit, .. } => write!(f, "quota: {limit}"),
             PendingReason::Capacity { requested, free } => {
                 write!(f, "capacity: needs {requested} in total, the cluster has {free} free")
             }

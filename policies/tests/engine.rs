@@ -136,9 +136,15 @@ fn quota_is_never_exceeded_and_other_queues_pass() {
     assert_eq!(admitted(&mut e, 2), vec![0, 2]);
     assert_eq!(
         e.pending_status(GangId(1)).unwrap().reason,
-        PendingReason::Quota { queue: "a".into(), requested_gpus: 8, used_gpus: 16, nominal_gpus: 16 }
+        PendingReason::Quota {
+            queue: "a".into(),
+            requested_gpus: 8,
+            used_gpus: 16,
+            available_gpus: 0,
+            limit: "queue `a` may use 0 more gpus within its quota, the gang needs 8".into(),
+        }
     );
-    assert_eq!(e.quotas().all()[0].used_gpus, 16);
+    assert_eq!(e.quotas().usage(e.quotas().find("a").unwrap()).gpus, 16);
 }
 
 #[test]

@@ -14,7 +14,7 @@ fn engine(backfill: BackfillMode, checkpoint: Option<u64>) -> Engine {
     let mut p = PolicyConfig::builtin("easy-backfill").unwrap();
     p.backfill = backfill;
     let mut e = Engine::new(cluster(), p);
-    e.set_preemption(PreemptionRules { within_queue: true, checkpoint_interval_s: checkpoint });
+    e.set_preemption(PreemptionRules { within_queue: true, reclaim: false, checkpoint_interval_s: checkpoint });
     e
 }
 

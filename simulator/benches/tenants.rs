@@ -92,8 +92,11 @@ fn main() {
         "VC", "jobs", "quota", "p50", "p95", "p99", "service", "ρ mean", "p50", "p95", "p99", "service", "ρ mean"
     );
     for t in biggest {
-        let quota =
-            vcs.queues.iter().find(|q| q.name == t.name).map_or("-".to_string(), |q| q.nominal_gpus.to_string());
+        let quota = vcs
+            .queues
+            .iter()
+            .find(|q| q.name == t.name)
+            .map_or("-".to_string(), |q| q.nominal.gpus.unwrap_or(0).to_string());
         let e = easy.by_tenant.iter().find(|x| x.name == t.name);
         println!(
             "{:<8} {:>6} {:>6} | {} {:>7} {:>7} | {} {:>7} {:>7}",

@@ -67,10 +67,10 @@ fn policy_files_parse_with_one_queue_per_vc() {
     assert_eq!((philly.backfill, philly.undeclared_queues), (BackfillMode::Easy, UndeclaredQueues::Unlimited));
     // 11 VCs of 8 to 64 nodes: 352 nodes of 8 GPUs.
     assert_eq!(philly.queues.len(), 11);
-    assert_eq!(philly.queues.iter().map(|q| q.nominal_gpus).sum::<u64>(), 2816);
-    assert_eq!((philly.queues[0].name.as_str(), philly.queues[0].nominal_gpus), ("6214e9", 512));
+    assert_eq!(philly.queues.iter().map(|q| q.nominal.gpus.unwrap_or(0)).sum::<u64>(), 2816);
+    assert_eq!((philly.queues[0].name.as_str(), philly.queues[0].nominal.gpus.unwrap_or(0)), ("6214e9", 512));
     // Hex names that read as numbers when bare stay strings.
-    assert!(philly.queues.iter().any(|q| q.name == "0e4a51" && q.nominal_gpus == 256));
+    assert!(philly.queues.iter().any(|q| q.name == "0e4a51" && q.nominal.gpus.unwrap_or(0) == 256));
 
     let venus = PolicyConfig::from_yaml(VENUS_YAML, "examples/policies/helios-venus-vcs.yaml").unwrap();
     assert_eq!(venus.name, "helios-venus-vcs");
@@ -92,7 +92,7 @@ fn policy_files_parse_with_one_queue_per_vc() {
         ("vcvlY", 2),
         ("vcgkz", 1),
     ];
-    let got: Vec<(&str, u64)> = venus.queues.iter().map(|q| (q.name.as_str(), q.nominal_gpus)).collect();
+    let got: Vec<(&str, u64)> = venus.queues.iter().map(|q| (q.name.as_str(), q.nominal.gpus.unwrap_or(0))).collect();
     let want: Vec<(&str, u64)> = lucid.iter().map(|&(n, nodes)| (n, nodes * 8)).collect();
     assert_eq!(got, want);
     assert_eq!(got.iter().map(|(_, g)| g).sum::<u64>(), 1080);

@@ -41,7 +41,9 @@ use trainyard_topology::Resources;
 pub use fair_share::FairShare;
 
 use crate::UndeclaredQueues;
-pub use crate::quota::QueueIdx;
+/// Index of a queue (inner or leaf) in a [`QuotaTree`]; the root is `QueueIdx(0)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct QueueIdx(pub usize);
 
 /// Number of resources accounted.
 const R: usize = 3;
