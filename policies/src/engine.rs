@@ -381,7 +381,9 @@ impl Engine {
             let free = self.cluster.total_free();
             // A full cluster ends the cycle, except that the head of the line may still
             // preempt its way in.
-            let may_preempt = self.preemption.within_queue && reservation.is_none() && blocked_queues.is_empty();
+            let may_preempt = (self.preemption.within_queue || self.preemption.reclaim)
+                && reservation.is_none()
+                && blocked_queues.is_empty();
             if mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 && !may_preempt {
                 self.blanket = Some(Blanket::ClusterFull(free));
                 break;

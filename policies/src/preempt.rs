@@ -47,11 +47,14 @@ pub(crate) struct VictimSet {
     pub(crate) cost: (i32, u64, usize),
 }
 
-/// The depth whose domains are searched: the required level, else the preferred one, else
-/// the whole cluster.
-fn search_depth(request: &PlacementRequest) -> u8 {
+/// The depths whose domains are searched, in turn: the preferred level (when below the
+/// required one), then the required level or the whole cluster.
+fn search_depths(request: &PlacementRequest) -> Vec<u8> {
     let c = request.constraint;
-    c.top_depth.max(c.preferred_depth.unwrap_or(0))
+    match c.preferred_depth {
+        Some(p) if p > c.top_depth => vec![p, c.top_depth],
+        _ => vec![c.top_depth],
+    }
 }
 
 /// Whether any host of the placement lies in `domain`.
@@ -74,7 +77,17 @@ pub(crate) fn choose_victims(
     if candidates.is_empty() {
         return None;
     }
-    let depth = search_depth(request);
+    search_depths(request).into_iter().find_map(|depth| choose_at(cluster, request, candidates, quota_ok, depth))
+}
+
+/// [`choose_victims`] with victims and preemptor inside one domain of `depth`.
+fn choose_at(
+    cluster: &mut Cluster,
+    request: &PlacementRequest,
+    candidates: &[Candidate],
+    quota_ok: QuotaCheck<'_>,
+    depth: u8,
+) -> Option<VictimSet> {
     let topo = cluster.topology().clone();
     let mut order: Vec<&Candidate> = candidates.iter().collect();
     order.sort_by_key(|c| (c.priority, c.lost_work, std::cmp::Reverse(c.placement.hosts.len()), c.id));
