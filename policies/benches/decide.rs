@@ -8,9 +8,7 @@
 
 use std::time::Instant;
 
-use trainyard_policies::{
-    BackfillMode, Engine, FairSharing, GangId, GangRequest, PolicyConfig, PreemptionRules, QueueConfig,
-};
+use trainyard_policies::{BackfillMode, Engine, FairSharing, GangId, GangRequest, PolicyConfig, PreemptionRules};
 use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
 
@@ -24,6 +22,27 @@ generate:
 struct Scale {
     queues: usize,
     gangs: usize,
+}
+
+/// A 3-level tree: 4 organisations > 10 departments each > `leaves / 40` teams each. Teams'
+/// nominal quotas add up to the cluster; every queue may borrow idle quota.
+fn tree_yaml(leaves: usize, capacity: u64) -> String {
+    let per_team = capacity / leaves as u64;
+    let teams_per_dept = leaves / 40;
+    let mut yaml = String::from("queues:\n");
+    for org in 0..4 {
+        yaml.push_str(&format!("  - {{name: org{org}}}\n"));
+        for dept in 0..10 {
+            yaml.push_str(&format!("  - {{name: dept{org}{dept}, parent: org{org}}}\n"));
+            for team in 0..teams_per_dept {
+                let name = format!("q{:03}", (org * 10 + dept) * teams_per_dept + team);
+                yaml.push_str(&format!(
+                    "  - {{name: {name}, parent: dept{org}{dept}, nominal: {{gpus: {per_team}}}}}\n"
+                ));
+            }
+        }
+    }
+    yaml
 }
 
 fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
@@ -53,11 +72,8 @@ fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
 fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: BackfillMode) {
     let cluster = Cluster::from_yaml(CLUSTER, "bench-10k").expect("valid cluster");
     let capacity = cluster.total_capacity().gpus;
-    let mut policy = PolicyConfig::builtin("easy-backfill").expect("built-in");
+    let mut policy = PolicyConfig::from_yaml(&tree_yaml(scale.queues, capacity), "bench-queues").expect("valid queues");
     policy.backfill = backfill;
-    // Quotas sum to twice the cluster: queues compete for capacity, not only for quota.
-    let per_queue = 2 * capacity / scale.queues as u64;
-    policy.queues = (0..scale.queues).map(|q| QueueConfig::flat(&format!("q{q:03}"), per_queue)).collect();
     let mut engine = Engine::new(cluster, policy);
     engine.set_fair_sharing(fair.then_some(FairSharing { half_life_s: Some(3600) }));
     engine.set_preemption(PreemptionRules {
@@ -127,7 +143,7 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let scale = if quick { Scale { queues: 200, gangs: 5_000 } } else { Scale { queues: 200, gangs: 50_000 } };
     println!(
-        "# Decide step: 10,000 hosts x 8 GPUs, {} queues, {} gangs pending at t=0, one thread\n",
+        "# Decide step: 10,000 hosts x 8 GPUs, {} leaf queues in a 3-level tree, {} gangs pending at t=0, one thread\n",
         scale.queues, scale.gangs
     );
     run("FIFO order, EASY backfill", &scale, false, false, BackfillMode::Easy);

@@ -1,19 +1,30 @@
 //! Topology-aware victim search: the cheapest set of whole running gangs whose removal lets
 //! a blocked gang fit, all inside one domain of the level the gang must (or prefers to) use.
 //!
-//! For every domain of that level where the gang could fit once the domain were emptied of
-//! preemptible gangs, victims are released inside a transaction in order of cost (lowest
-//! priority, then least lost work, then most GPUs freed) until the gang fits there; the set
-//! is then pruned of victims it does not need. The cheapest set over all domains wins:
+//! For the roomiest domains of that level (at most 16) where the gang could fit once the
+//! domain were emptied of preemptible gangs, victims are released inside a transaction in
+//! order of cost (lowest priority, then least lost work, then most GPUs freed; at most 256)
+//! until the gang fits there; a small set is then pruned of victims it does not need. The cheapest set over all domains wins:
 //! highest victim priority first, then total lost work, then number of victims, then the
 //! domain's index. Everything is rolled back; nothing changes unless the caller commits.
 //! A set is returned only when the gang then really fits (and its queue's quota then admits
 //! it), so no gang is ever preempted for a preemptor that still could not start.
 
-use trainyard_topology::{Cluster, DomainId, Placement, PlacementRequest, Resources, Topology};
+use std::collections::BTreeMap;
+
+use trainyard_topology::{Cluster, DomainId, Placement, PlacementPolicy, PlacementRequest, Resources};
 
 use crate::GangId;
 use crate::quota_tree::QueueIdx;
+
+/// Candidates tried per domain, cheapest first; past them a domain is given up.
+const MAX_CANDIDATES: usize = 256;
+
+/// Domains searched per level, roomiest first.
+const MAX_DOMAINS: usize = 16;
+
+/// Victim sets up to this size are pruned of victims they do not need.
+const MAX_PRUNED: usize = 16;
 
 /// A running gang that may be preempted for the one being placed.
 #[derive(Clone, Debug)]
@@ -57,12 +68,6 @@ fn search_depths(request: &PlacementRequest) -> Vec<u8> {
     }
 }
 
-/// Whether any host of the placement lies in `domain`.
-fn touches(topo: &Topology, placement: &Placement, domain: DomainId) -> bool {
-    let depth = topo.depth(domain);
-    placement.hosts.iter().any(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
-}
-
 /// Whether the preemptor's quota admits it once these victims are gone.
 pub(crate) type QuotaCheck<'a> = &'a dyn Fn(&[&Candidate]) -> bool;
 
@@ -91,18 +96,30 @@ fn choose_at(
     let topo = cluster.topology().clone();
     let mut order: Vec<&Candidate> = candidates.iter().collect();
     order.sort_by_key(|c| (c.priority, c.lost_work, std::cmp::Reverse(c.placement.hosts.len()), c.id));
-    let domains: Vec<DomainId> =
-        (0..topo.domain_count() as u32).map(DomainId).filter(|&d| topo.depth(d) == depth).collect();
+    // Bucket the candidates by the domains of this depth they touch (in cost order).
+    let mut by_domain: BTreeMap<DomainId, Vec<&Candidate>> = BTreeMap::new();
+    for c in &order {
+        let mut touched: Vec<DomainId> =
+            c.placement.hosts.iter().map(|&h| topo.ancestor_at(topo.host_domain(h), depth)).collect();
+        touched.sort_unstable();
+        touched.dedup();
+        for d in touched {
+            by_domain.entry(d).or_default().push(c);
+        }
+    }
     let need = request.total();
+    // The roomiest domains need the fewest victims: look at those first, and only at a few.
+    let mut domains: Vec<(DomainId, Vec<&Candidate>)> = by_domain.into_iter().collect();
+    domains.sort_by_key(|(d, _)| (std::cmp::Reverse(cluster.free(*d).gpus), *d));
+    domains.truncate(MAX_DOMAINS);
     let mut best: Option<VictimSet> = None;
-    for domain in domains {
-        let inside: Vec<&Candidate> = order.iter().copied().filter(|c| touches(&topo, &c.placement, domain)).collect();
+    for (domain, inside) in domains {
         // Cheap bound: even every preemptible gang here plus the free capacity is too little.
         let reclaimable = inside.iter().fold(cluster.free(domain), |acc, c| {
             let freed = c.pod.checked_mul(c.placement.hosts.len() as u64).unwrap_or(Resources::ZERO);
             acc.checked_add(&freed).unwrap_or(acc)
         });
-        if inside.is_empty() || !reclaimable.covers(&need) {
+        if !reclaimable.covers(&need) {
             continue;
         }
         if let Some(set) = victims_in(cluster, request, domain, &inside, quota_ok)
@@ -115,7 +132,7 @@ fn choose_at(
 }
 
 /// The victims inside one domain: release in cost order until the gang fits there, then drop
-/// every victim the fit does not need.
+/// every victim the fit does not need (for small sets; a large one is kept as found).
 fn victims_in(
     cluster: &mut Cluster,
     request: &PlacementRequest,
@@ -123,42 +140,44 @@ fn victims_in(
     inside: &[&Candidate],
     quota_ok: QuotaCheck<'_>,
 ) -> Option<VictimSet> {
+    let need = request.total();
     let txn = cluster.begin();
     let mut taken: Vec<&Candidate> = Vec::new();
-    let mut fitted = None;
-    for c in inside {
+    let mut found = false;
+    for c in inside.iter().take(MAX_CANDIDATES) {
         if cluster.release_placement(&c.placement, c.pod).is_err() {
             break;
         }
         taken.push(c);
-        if !quota_ok(&taken) {
-            continue;
-        }
-        if let Some(p) = fits_in(cluster, request, domain) {
-            fitted = Some(p);
+        // Cheapest tests first: room in the domain, then the quota, then a placement.
+        if cluster.free(domain).covers(&need) && quota_ok(&taken) && fits_in(cluster, request, domain).is_some() {
+            found = true;
             break;
         }
     }
     cluster.rollback(txn);
-    fitted.as_ref()?;
-    // Prune: from the most expensive, drop each victim the fit survives without.
-    let mut i = taken.len();
-    while i > 0 {
-        i -= 1;
-        let without: Vec<&Candidate> = taken.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| *c).collect();
-        if !quota_ok(&without) {
-            continue;
-        }
-        let txn = cluster.begin();
-        let ok = without.iter().all(|c| cluster.release_placement(&c.placement, c.pod).is_ok());
-        let placed = if ok { fits_in(cluster, request, domain) } else { None };
-        cluster.rollback(txn);
-        if let Some(p) = placed {
-            taken = without;
-            fitted = Some(p);
+    if !found {
+        return None;
+    }
+    if taken.len() <= MAX_PRUNED {
+        let mut i = taken.len();
+        while i > 0 {
+            i -= 1;
+            let without: Vec<&Candidate> = taken.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, c)| *c).collect();
+            if quota_ok(&without) && with_released(cluster, &without, |c| fits_in(c, request, domain)).is_some() {
+                taken = without;
+            }
         }
     }
-    let placement = fitted?;
+    // The preemptor's real placement, by the cluster's own policy, on exactly this capacity.
+    let placement = with_released(cluster, &taken, |c| {
+        let topo = c.topology().clone();
+        let inside_domain = |p: &Placement| {
+            let depth = topo.depth(domain);
+            p.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
+        };
+        c.place(request).ok().filter(inside_domain).or_else(|| fits_in(c, request, domain))
+    })?;
     let cost = (
         taken.iter().map(|c| c.priority).max().unwrap_or(i32::MIN),
         taken.iter().map(|c| c.lost_work).sum(),
@@ -167,9 +186,23 @@ fn victims_in(
     Some(VictimSet { victims: taken.iter().map(|c| c.id).collect(), domain, placement, cost })
 }
 
-/// The gang's placement if it now fits inside `domain`.
+/// Runs `f` with the victims' capacity released, then undoes the release.
+fn with_released<T>(
+    cluster: &mut Cluster,
+    victims: &[&Candidate],
+    f: impl FnOnce(&mut Cluster) -> Option<T>,
+) -> Option<T> {
+    let txn = cluster.begin();
+    let ok = victims.iter().all(|c| cluster.release_placement(&c.placement, c.pod).is_ok());
+    let out = if ok { f(cluster) } else { None };
+    cluster.rollback(txn);
+    out
+}
+
+/// A placement of the gang inside `domain` if it now fits there (greedy: fast, and complete
+/// for whether it fits).
 fn fits_in(cluster: &mut Cluster, request: &PlacementRequest, domain: DomainId) -> Option<Placement> {
-    let placement = cluster.place(request).ok()?;
+    let placement = cluster.place_with(PlacementPolicy::Greedy, request).ok()?;
     let topo = cluster.topology();
     let depth = topo.depth(domain);
     placement.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain).then_some(placement)

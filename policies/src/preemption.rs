@@ -8,7 +8,8 @@
 //!   queues that are borrowing (using more than their subtree quota), at any priority, to
 //!   take lent capacity back.
 //!
-//! It never displaces the gang that last displaced it, so two gangs cannot take turns.
+//! It never displaces the gang that last displaced it, so two gangs cannot take turns, nor
+//! a gang admitted at the same instant, so no admission is undone in the cycle that made it.
 //! Victims are whole gangs chosen by `preempt.rs` inside one topology domain, such that the
 //! preemptor's quota admits it once they are gone; it starts in the same cycle on exactly
 //! the capacity they free.
@@ -75,6 +76,8 @@ impl Engine {
             .filter_map(|(p, victim)| {
                 let v = &self.gangs[&victim];
                 match &v.state {
+                    // A gang started at this very time is not displaced again at once.
+                    GangState::Running { start, .. } if *start == now => None,
                     GangState::Running { placement, start, .. } => Some(Candidate {
                         id: victim,
                         queue: v.queue,
