@@ -147,3 +147,90 @@ proptest! {
         }
     }
 }
+
+/// A cohort: `org` pools `a` and `b` (each with random nominal GPUs, may borrow), and `c`
+/// under the root with a hard cap; fair sharing, preemption within queues and reclaim on.
+fn cohort_policy(backfill: bool, qa: u64, qb: u64, qc: u64) -> PolicyConfig {
+    let yaml = format!(
+        "backfill: {}\nqueues:\n  - {{name: org}}\n  - {{name: a, parent: org, nominal: {{gpus: {qa}}}}}\n  - {{name: b, parent: org, nominal: {{gpus: {qb}}}, borrowing_limit: {{gpus: 8}}}}\n  - {{name: c, nominal_gpus: {qc}}}\nundeclared_queues: reject\nfair_sharing: {{half_life: 1h}}\npreemption: {{within_queue: true, reclaim: true, checkpoint_interval: 30s}}\n",
+        if backfill { "easy" } else { "none" }
+    );
+    PolicyConfig::from_yaml(&yaml, "cohort.yaml").unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(150))]
+
+    /// With borrowing, fair sharing and preemption: no queue ever passes its limits, no gang
+    /// is partly placed, every preemption admits its preemptor in the same cycle, capacity
+    /// accounting stays exact, and every gang eventually runs to completion.
+    #[test]
+    fn quotas_hold_and_preemption_is_safe_under_borrowing(
+        cluster in arb_cluster(), jobs in arb_jobs(), backfill in any::<bool>(),
+        qa in 4u64..=32, qb in 4u64..=32, qc in 8u64..=64,
+    ) {
+        let policy = cohort_policy(backfill, qa, qb, qc);
+        let jobs: Vec<Job> = jobs.into_iter().map(|mut j| {
+            j.request.queue = ["a", "b", "c"][j.request.id.0 as usize % 3].into();
+            j
+        }).collect();
+        let cluster = Cluster::from_yaml(&cluster, "p.yaml").unwrap();
+        let capacity: Vec<u64> = cluster.topology().hosts().map(|h| cluster.topology().host_capacity(h).gpus).collect();
+        let mut engine = Engine::new(cluster, policy);
+        let mut arrivals: Vec<&Job> = jobs.iter().collect();
+        arrivals.sort_by_key(|j| (j.request.submit, j.request.id));
+        let (mut next, mut rejected, mut finished, mut steps) = (0, 0, 0, 0);
+        let mut ends: BTreeMap<(u64, u64), ()> = BTreeMap::new();
+        loop {
+            steps += 1;
+            prop_assert!(steps < 10_000, "the replay does not settle");
+            let t_arrival = arrivals.get(next).map(|j| j.request.submit);
+            let t_end = ends.keys().next().map(|k| k.0);
+            let now = match (t_arrival, t_end) {
+                (None, None) => break,
+                (a, e) => a.unwrap_or(u64::MAX).min(e.unwrap_or(u64::MAX)),
+            };
+            while let Some(&(t, id)) = ends.keys().next() {
+                if t != now {
+                    break;
+                }
+                ends.remove(&(t, id));
+                engine.finish(GangId(id), now).unwrap();
+                finished += 1;
+            }
+            while arrivals.get(next).is_some_and(|j| j.request.submit == now) {
+                let job = arrivals[next];
+                next += 1;
+                if let Submitted::Unschedulable(_) = engine.submit(job.request.clone()).unwrap() {
+                    rejected += 1;
+                }
+            }
+            let cycle = engine.schedule(now).unwrap();
+            for p in &cycle.preempted {
+                prop_assert!(cycle.admitted.iter().any(|a| a.id == p.by), "preemptor {:?} not admitted", p.by);
+                ends.retain(|&(_, id), _| id != p.victim.0);
+            }
+            for a in &cycle.admitted {
+                let job = &jobs[a.id.0 as usize];
+                prop_assert_eq!(a.placement.hosts.len(), job.request.shape.pods as usize);
+                ends.insert((now + job.runtime, a.id.0), ());
+            }
+            let tree = engine.quotas();
+            prop_assert!(tree.audit().is_ok(), "{:?}", tree.audit());
+            for q in tree.queues() {
+                prop_assert!(tree.limit(q).covers(&tree.usage(q)), "queue {} over its limit", tree.name(q));
+            }
+            let mut used = vec![0u64; capacity.len()];
+            for (id, placement, _) in engine.running() {
+                for h in &placement.hosts {
+                    used[h.0 as usize] += jobs[id.0 as usize].request.shape.pod.gpus;
+                }
+            }
+            for (h, (&u, &cap)) in used.iter().zip(&capacity).enumerate() {
+                prop_assert_eq!(engine.cluster().host_free(trainyard_topology::HostId(h as u32)).gpus, cap - u);
+            }
+        }
+        prop_assert_eq!(engine.pending_len(), 0);
+        prop_assert_eq!(finished + rejected, jobs.len());
+    }
+}
