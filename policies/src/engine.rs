@@ -403,11 +403,8 @@ impl Engine {
                 // The head of the line may take lent quota back from borrowers.
                 if reservation.is_none()
                     && blocked_queues.is_empty()
-                    && let Some(p) = self.try_preempt(id, now, &mut cycle)?
+                    && self.start_by_preemption(id, key, now, &mut cycle)?
                 {
-                    self.start(id, &p, now)?;
-                    self.pending.remove(&key);
-                    cycle.admitted.push(Admission { id, placement: p, backfilled: false });
                     continue;
                 }
                 let reason = PendingReason::Quota {
@@ -447,11 +444,8 @@ impl Engine {
                     // Only the head of the line preempts: nobody ahead of it is waiting.
                     if reservation.is_none()
                         && blocked_queues.is_empty()
-                        && let Some(p) = self.try_preempt(id, now, &mut cycle)?
+                        && self.start_by_preemption(id, key, now, &mut cycle)?
                     {
-                        self.start(id, &p, now)?;
-                        self.pending.remove(&key);
-                        cycle.admitted.push(Admission { id, placement: p, backfilled: false });
                         continue;
                     }
                     failed_shapes.insert(request, failure.clone());
@@ -515,12 +509,37 @@ impl Engine {
         self.fair_share.advance(&self.quotas, now);
     }
 
-    /// Puts a gang back into the pending order under `key`.
-    pub(crate) fn requeue(&mut self, key: OrderKey, id: GangId, gpus: u64) {
-        self.pending.insert(key, id);
-        if gpus == 0 {
+    /// Starts the head of the line on capacity it frees by preemption, if it can.
+    fn start_by_preemption(&mut self, id: GangId, key: OrderKey, now: u64, cycle: &mut Cycle) -> Result<bool> {
+        let Some(placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
+        self.start(id, &placement, now)?;
+        self.pending.remove(&key);
+        cycle.admitted.push(Admission { id, placement, backfilled: false });
+        Ok(true)
+    }
+
+    /// Stops a running gang without ending it: frees its capacity and quota and puts it back
+    /// into the pending order in its old place. Returns when it had started. The caller sets
+    /// its pending state.
+    pub(crate) fn unrun(&mut self, id: GangId, now: u64) -> Result<u64> {
+        // Usage changes now: account for what it was until now first.
+        self.advance_history(now);
+        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
+        let GangState::Running { placement, start, expected_end } = &gang.state else {
+            return Err(Error::NotRunning(id));
+        };
+        let (start, expected_end) = (*start, *expected_end);
+        self.cluster.release_placement(placement, gang.placement_request.pod)?;
+        self.quotas.refund(gang.queue, gang.request.shape.total());
+        self.running_by_end.remove(&(expected_end, id));
+        if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
+            set.remove(&(gang.request.priority, id));
+        }
+        self.pending.insert((Reverse(gang.request.priority), gang.request.submit, gang.arrival), id);
+        if gang.gpus == 0 {
             self.pending_without_gpus += 1;
         }
+        Ok(start)
     }
 
     /// Cycles run so far.

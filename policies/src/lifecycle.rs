@@ -54,24 +54,10 @@ impl Engine {
     /// Takes back an admission that did not become ready: frees its capacity and quota and
     /// requeues it in its old place, not to be admitted before the returned time.
     pub fn requeue_unready(&mut self, id: GangId, now: u64) -> Result<u64> {
-        self.advance_history(now);
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        let GangState::Running { placement, expected_end, .. } = &gang.state else {
-            return Err(Error::NotRunning(id));
-        };
-        let expected_end = *expected_end;
-        self.cluster.release_placement(placement, gang.placement_request.pod)?;
-        self.quotas.refund(gang.queue, gang.request.shape.total());
-        self.running_by_end.remove(&(expected_end, id));
-        if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
-            set.remove(&(gang.request.priority, id));
-        }
-        let key = (std::cmp::Reverse(gang.request.priority), gang.request.submit, gang.arrival);
-        let gpus = gang.gpus;
-        self.requeue(key, id, gpus);
+        self.unrun(id, now)?;
         let cycle = self.cycle_number();
         let rules = self.lifecycle;
-        let g = self.gangs.get_mut(&id).expect("looked up above");
+        let g = self.gangs.get_mut(&id).expect("unrun checked it");
         g.unready_attempts += 1;
         g.not_before = now + rules.backoff(g.unready_attempts);
         let reason = PendingReason::Backoff { until: g.not_before, attempts: g.unready_attempts };

@@ -122,24 +122,9 @@ impl Engine {
 
     /// Sends a running gang back to the queue with its original place in the order.
     fn preempt(&mut self, victim: GangId, by: GangId, now: u64) -> Result<(u64, u64)> {
-        // Usage changes now: account for what it was until now first.
-        self.advance_history(now);
-        let gang = self.gangs.get(&victim).ok_or(crate::Error::UnknownGang(victim))?;
-        let GangState::Running { placement, start, expected_end } = &gang.state else {
-            return Err(crate::Error::NotRunning(victim));
-        };
-        let (start, expected_end) = (*start, *expected_end);
-        self.cluster.release_placement(placement, gang.placement_request.pod)?;
-        self.quotas.refund(gang.queue, gang.request.shape.total());
-        self.running_by_end.remove(&(expected_end, victim));
-        if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
-            set.remove(&(gang.request.priority, victim));
-        }
-        let key = (std::cmp::Reverse(gang.request.priority), gang.request.submit, gang.arrival);
-        let gpus = gang.gpus;
-        self.requeue(key, victim, gpus);
+        let start = self.unrun(victim, now)?;
         let cycle = self.cycle_number();
-        let g = self.gangs.get_mut(&victim).expect("looked up above");
+        let g = self.gangs.get_mut(&victim).expect("unrun checked it");
         g.preempted_by = Some(by);
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         g.state = GangState::Pending { status, cycle };
