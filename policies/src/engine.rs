@@ -147,8 +147,23 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine over an (empty or partly used) cluster with a policy.
-    pub fn new(mut cluster: Cluster, config: PolicyConfig) -> Engine {
+    /// An engine over a cluster with a policy whose topology-unit quotas
+    /// (`nominal_domains`) must fit this cluster: an error names the queue otherwise.
+    pub fn try_new(cluster: Cluster, mut config: PolicyConfig) -> Result<Engine> {
+        config.resolve_topology(cluster.topology())?;
+        Ok(Engine::new(cluster, config))
+    }
+
+    /// An engine over an (empty or partly used) cluster with a policy. A quota in topology
+    /// units that does not fit the cluster counts as 0 GPUs (the queue can only borrow); use
+    /// [`Engine::try_new`] to be told instead.
+    pub fn new(mut cluster: Cluster, mut config: PolicyConfig) -> Engine {
+        if config.resolve_topology(cluster.topology()).is_err() {
+            for q in config.queues.iter_mut().filter(|q| q.nominal_domains.is_some()) {
+                q.nominal.gpus = Some(0);
+                q.nominal_domains = None;
+            }
+        }
         let quotas = QuotaTree::new(&config);
         cluster.set_placement_policy(config.placement);
         let fair = config.fair_sharing.enabled.then_some(FairSharing { half_life_s: config.fair_sharing.half_life_s });

@@ -49,6 +49,7 @@ fn the_cohorts_example_reads_as_written() {
             borrowing_limit: QuotaAmounts::gpus(64),
             lending_limit: QuotaAmounts::UNNAMED,
             weight: 1.0,
+            nominal_domains: None,
         }
     );
     assert_eq!(
@@ -60,6 +61,7 @@ fn the_cohorts_example_reads_as_written() {
             borrowing_limit: QuotaAmounts::UNNAMED,
             lending_limit: QuotaAmounts::gpus(96),
             weight: 2.0,
+            nominal_domains: None,
         }
     );
     assert_eq!(p.undeclared_queues, UndeclaredQueues::Reject);
@@ -218,4 +220,33 @@ fn durations_must_be_positive() {
     assert_names(&e, 4, "admission_timeout.max_backoff", &["60s", "300s"]);
     let e = err("admission_timeout: {backoff: 1m}\n");
     assert!(e.contains("wait"), "{e}");
+}
+
+#[test]
+fn quotas_in_topology_units_become_whole_domains_of_gpus() {
+    use trainyard_topology::Cluster;
+    let yaml = "queues:\n  - {name: a, nominal_domains: {rack: 2}}\n  - {name: b, nominal: {gpus: 8}}\n";
+    let mut p = PolicyConfig::from_yaml(yaml, "units.yaml").unwrap();
+    assert_eq!(p.queues[0].nominal_domains, Some(("rack".to_string(), 2)));
+    // Racks of 2 x 8 GPUs and one of 1 x 8: a rack is guaranteed to be at least 8 GPUs.
+    let cluster = Cluster::from_yaml(
+        "name: t\nlevels: [rack, host]\nnodes:\n  - {name: h0, at: {rack: r0}, gpus: 8}\n  - {name: h1, at: {rack: r0}, gpus: 8}\n  - {name: h2, at: {rack: r1}, gpus: 8}\n  - {name: h3, at: {rack: r1}, gpus: 8}\n  - {name: h4, at: {rack: r2}, gpus: 8}\n",
+        "t.yaml",
+    )
+    .unwrap();
+    p.resolve_topology(cluster.topology()).unwrap();
+    assert_eq!(p.queues[0].nominal.gpus, Some(16));
+    let mut too_many =
+        PolicyConfig::from_yaml("queues:\n  - {name: a, nominal_domains: {rack: 4}}\n", "u.yaml").unwrap();
+    let err = too_many.resolve_topology(cluster.topology()).unwrap_err().to_string();
+    assert!(
+        err.contains("queues[0].nominal_domains") && err.contains("asks for 4 rack domains; the cluster has 3"),
+        "{err}"
+    );
+    let mut unknown = PolicyConfig::from_yaml("queues:\n  - {name: a, nominal_domains: {row: 1}}\n", "u.yaml").unwrap();
+    let err = unknown.resolve_topology(cluster.topology()).unwrap_err().to_string();
+    assert!(err.contains("unknown topology level `row`"), "{err}");
+    let twice =
+        PolicyConfig::from_yaml("queues:\n  - {name: a, nominal_gpus: 8, nominal_domains: {rack: 1}}\n", "u.yaml");
+    assert!(twice.unwrap_err().to_string().contains("line 2: field `queues[0].nominal_domains`"));
 }

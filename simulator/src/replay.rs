@@ -109,7 +109,7 @@ pub fn replay_observed(
 ) -> Result<ReplayResult, SimError> {
     let slowdown = options.slowdown.resolve(cluster.topology())?;
     let mut tracker = Tracker::new();
-    let mut engine = Engine::new(cluster, policy);
+    let mut engine = Engine::try_new(cluster, policy)?;
     let mut fates: Vec<Option<Fate>> = vec![None; jobs.len()];
     // Start time, backfilled, and the depth of the domain the gang spans.
     let mut starts: Vec<(u64, bool, u8)> = vec![(0, false, 0); jobs.len()];

@@ -147,6 +147,41 @@ impl Reporter<'_> {
 pub const BUILTIN_POLICIES: [&str; 2] = ["fifo", "easy-backfill"];
 
 impl PolicyConfig {
+    /// Turns quotas stated in topology units (`nominal_domains: {rack: 2}`) into GPUs for
+    /// this cluster: the count times the smallest GPU capacity of a domain of that level, so
+    /// the quota covers that many whole domains whichever ones they are. Errors name the
+    /// queue: an unknown level, or more domains than the cluster has.
+    pub fn resolve_topology(&mut self, topo: &trainyard_topology::Topology) -> Result<()> {
+        for (i, q) in self.queues.iter_mut().enumerate() {
+            let Some((level, count)) = q.nominal_domains.clone() else { continue };
+            let invalid = |message: String| {
+                crate::Error::from(InputError::invalid(
+                    &self.name,
+                    None,
+                    format!("queues[{i}].nominal_domains"),
+                    message,
+                ))
+            };
+            let depth = topo.level_depth(&level).map_err(|e| invalid(format!("queue `{}`: {e}", q.name)))?;
+            let sizes: Vec<u64> = (0..topo.domain_count() as u32)
+                .map(trainyard_topology::DomainId)
+                .filter(|&d| topo.depth(d) == depth)
+                .map(|d| topo.capacity(d).gpus)
+                .collect();
+            if count > sizes.len() as u64 {
+                return Err(invalid(format!(
+                    "queue `{}` asks for {count} {level} domains; the cluster has {}",
+                    q.name,
+                    sizes.len()
+                )));
+            }
+            let smallest = sizes.iter().copied().min().unwrap_or(0);
+            q.nominal.gpus = Some(count * smallest);
+            q.nominal_domains = None;
+        }
+        Ok(())
+    }
+
     /// A built-in policy by name: `fifo` (strict FIFO) or `easy-backfill`. Both have no
     /// declared queue (every queue is unlimited), no priority classes, and neither fair
     /// sharing nor preemption.

@@ -68,6 +68,9 @@ pub struct QueueConfig {
     pub lending_limit: QuotaAmounts,
     /// Fair-share weight (> 0, finite); a queue of weight 2 is entitled to twice the share.
     pub weight: f64,
+    /// A nominal GPU quota stated in topology units: `(level, count)`, e.g. two racks.
+    /// [`crate::PolicyConfig::resolve_topology`] turns it into GPUs for a given cluster.
+    pub nominal_domains: Option<(String, u64)>,
 }
 
 impl QueueConfig {
@@ -81,6 +84,7 @@ impl QueueConfig {
             borrowing_limit: QuotaAmounts::gpus(0),
             lending_limit: QuotaAmounts::UNNAMED,
             weight: 1.0,
+            nominal_domains: None,
         }
     }
 }
@@ -120,6 +124,8 @@ pub(super) struct QueueFile {
     lending_limit: Option<Spanned<AmountsFile>>,
     #[serde(default)]
     weight: Option<Spanned<f64>>,
+    #[serde(default)]
+    nominal_domains: Option<Spanned<BTreeMap<String, u64>>>,
 }
 
 /// Checks the queue list and turns it into [`QueueConfig`]s, in file order.
@@ -133,6 +139,24 @@ pub(super) fn check_queues(queues: Vec<Spanned<QueueFile>>, report: &Reporter<'_
         }
         if index.insert(name, i).is_some() {
             return Err(report.at(line, format!("queues[{i}].name"), format!("queue `{name}` is declared twice")));
+        }
+        if let Some(d) = &q.value.nominal_domains {
+            let field = format!("queues[{i}].nominal_domains");
+            let line = d.referenced.line();
+            if d.value.len() != 1 || d.value.values().any(|&n| n == 0) {
+                return Err(report.at(
+                    line,
+                    field,
+                    format!("queue `{name}`: give one level and a count above 0, e.g. `{{rack: 2}}`"),
+                ));
+            }
+            if q.value.nominal_gpus.is_some() || q.value.nominal.as_ref().is_some_and(|n| n.value.gpus.is_some()) {
+                return Err(report.at(
+                    line,
+                    field,
+                    format!("queue `{name}` states its GPU quota twice: in GPUs and in topology units; keep one"),
+                ));
+            }
         }
         if q.value.nominal_gpus.is_some() && q.value.nominal.is_some() {
             return Err(report.at(
@@ -222,6 +246,11 @@ pub(super) fn check_queues(queues: Vec<Spanned<QueueFile>>, report: &Reporter<'_
             borrowing_limit,
             lending_limit,
             weight: q.value.weight.as_ref().map_or(1.0, |w| w.value),
+            nominal_domains: q
+                .value
+                .nominal_domains
+                .as_ref()
+                .and_then(|d| d.value.iter().next().map(|(l, &n)| (l.clone(), n))),
         });
     }
     Ok(out)
