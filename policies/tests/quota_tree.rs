@@ -293,6 +293,7 @@ mod random_trees {
                 borrowing_limit: q(s.borrowing),
                 lending_limit: q(s.lending),
                 weight: 1.0,
+                nominal_domains: None,
             })
             .collect();
         p
