@@ -50,7 +50,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     bar.finish_and_clear();
     let result = result.context("replay failed")?;
     let cluster_gpus = context.cluster_gpus;
-    let report = Report::new(context, &result.outcomes, cluster_gpus).with_placement(PlacementSummary::of(&result));
+    let report = Report::new(context, &result.outcomes, cluster_gpus)
+        .with_placement(PlacementSummary::of(&result))
+        .with_quota_usage(result.quota_usage.clone());
     if let Some(path) = &args.out {
         fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
     }

@@ -8,7 +8,8 @@
 //! ```
 //! Runtimes grow with how widely a gang is spread ([`slowdown`]); after every cycle the
 //! replay measures the free GPUs the smallest waiting gang cannot use ([`fragmentation`]).
-//! With several tenants the report adds their fairness ([`fairness`]); [`tenants`] turns
+//! With several tenants the report adds their fairness ([`fairness`]) and, when queues have
+//! quotas, what each used and borrowed over time ([`quota_usage`]); [`tenants`] turns
 //! published per-VC quotas into policy files.
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
@@ -19,6 +20,7 @@ pub mod fragmentation;
 pub mod job;
 pub mod metrics;
 pub mod placement;
+pub mod quota_usage;
 mod replay;
 pub mod report;
 pub mod slowdown;

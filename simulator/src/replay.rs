@@ -8,6 +8,7 @@ use trainyard_policies::{Cycle, Engine, Explanation, GangId, GangRequest, Policy
 use trainyard_topology::Cluster;
 
 use crate::fragmentation::{Fragmentation, Sample, Tracker};
+use crate::quota_usage::{QuotaUsage, UNLIMITED, UsageTracker};
 use crate::slowdown::{Slowdown, SlowdownTable};
 use crate::{Fate, JobOutcome, SimError, TraceJob};
 
@@ -64,6 +65,9 @@ pub struct ReplayResult {
     pub slowdown: SlowdownTable,
     /// Free GPUs the smallest waiting gang could not use, over the replay.
     pub fragmentation: Fragmentation,
+    /// Per leaf queue, GPUs used and borrowed and gangs waiting, over the replay; `None`
+    /// when no queue has a finite GPU quota.
+    pub quota_usage: Option<QuotaUsage>,
 }
 
 impl ReplayResult {
@@ -110,6 +114,14 @@ pub fn replay_observed(
     let slowdown = options.slowdown.resolve(cluster.topology())?;
     let mut tracker = Tracker::new();
     let mut engine = Engine::try_new(cluster, policy)?;
+    // Undeclared queues never have a quota, so the declared ones decide whether to track.
+    let quotas = engine.quotas();
+    let track_usage = quotas.leaves().any(|q| quotas.subtree_quota(q).gpus != UNLIMITED);
+    let mut usage = UsageTracker::new();
+    // Waiting gangs per queue index, kept up to date from the events: the engine does not
+    // say which queue a pending gang is in, the trace does.
+    let mut pending_by_queue: Vec<u64> = Vec::new();
+    let mut queue_of: Vec<usize> = vec![usize::MAX; jobs.len()];
     let mut fates: Vec<Option<Fate>> = vec![None; jobs.len()];
     // Start time, backfilled, and the depth of the domain the gang spans.
     let mut starts: Vec<(u64, bool, u8)> = vec![(0, false, 0); jobs.len()];
@@ -174,9 +186,21 @@ pub fn replay_observed(
                 shape: job.gang.clone(),
                 runtime_estimate,
             };
-            if let Submitted::Unschedulable(why) = engine.submit(request)? {
-                fates[i] = Some(Fate::Unschedulable { reason: why.to_string() });
-                done += 1;
+            match engine.submit(request)? {
+                Submitted::Unschedulable(why) => {
+                    fates[i] = Some(Fate::Unschedulable { reason: why.to_string() });
+                    done += 1;
+                }
+                Submitted::Queued if track_usage => {
+                    if let Some(q) = engine.quotas().find(&job.tenant) {
+                        queue_of[i] = q.0;
+                        if pending_by_queue.len() <= q.0 {
+                            pending_by_queue.resize(q.0 + 1, 0);
+                        }
+                        pending_by_queue[q.0] += 1;
+                    }
+                }
+                Submitted::Queued => {}
             }
         }
         let cycle = engine.schedule(now)?;
@@ -190,9 +214,21 @@ pub fn replay_observed(
             let kept = p.ran_s - p.lost_s;
             let factor = slowdown.apply(1_000_000, starts[i].2) as f64 / 1_000_000.0;
             saved_work[i] = (saved_work[i] + (kept as f64 / factor) as u64).min(jobs[i].runtime);
+            if let Some(n) = pending_by_queue.get_mut(queue_of[i]) {
+                *n += 1;
+            }
         }
         for admission in &cycle.admitted {
             let i = admission.id.0 as usize;
+            if let Some(n) = pending_by_queue.get_mut(queue_of[i]) {
+                *n = n.saturating_sub(1);
+            }
+            // A gang may start and be preempted again in the same cycle; it then runs nowhere.
+            if engine.pending_status(admission.id).is_some() {
+                continue;
+            }
+            // Whatever completion the gang still had queued is stale now.
+            generation[i] += 1;
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
             let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
@@ -209,6 +245,10 @@ pub fn replay_observed(
         }
         let smallest = if engine.pending_len() == 0 { None } else { engine.smallest_pending_gpu_gang() };
         tracker.observe(now, Sample::measure(engine.cluster(), smallest));
+        if track_usage {
+            debug_assert_eq!(pending_by_queue.iter().sum::<u64>(), engine.pending_len() as u64);
+            usage.observe_tree(now, engine.quotas(), &pending_by_queue);
+        }
         if let Some(r) = cycle.reservation {
             first_reservation[r.holder.0 as usize].get_or_insert(r.at);
         }
@@ -237,6 +277,7 @@ pub fn replay_observed(
         first_reservation,
         slowdown,
         fragmentation: tracker.finish(),
+        quota_usage: usage.finish(),
         preemptions,
         explanations,
     })

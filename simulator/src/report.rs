@@ -1,5 +1,6 @@
 //! The replay report: what was replayed, the [`Summary`] metrics, every unschedulable job,
-//! the placement section and the tenants' fairness, as versioned JSON or as a plain-text table.
+//! the placement section, the tenants' fairness and their quota usage, as versioned JSON or
+//! as a plain-text table.
 
 use std::fmt::Write as _;
 
@@ -9,6 +10,7 @@ use crate::fairness::TenantFairness;
 use crate::job::{Fate, JobOutcome};
 use crate::metrics::{Distribution, GroupStats, Summary};
 use crate::placement::PlacementSummary;
+use crate::quota_usage::QuotaUsage;
 
 /// Version of the JSON layout written by [`Report::to_json`].
 pub const REPORT_VERSION: u32 = 1;
@@ -61,9 +63,12 @@ pub struct Report {
     /// Slowdown, span levels and fragmentation; absent unless added by
     /// [`Report::with_placement`] (and then after `unschedulable` in the JSON).
     pub placement: Option<PlacementSummary>,
-    /// Fairness across tenants; present when the outcomes name at least two tenants, and
-    /// then the very last section of the JSON.
+    /// Fairness across tenants; present when the outcomes name at least two tenants (and
+    /// then after `placement` in the JSON).
     pub tenants: Option<TenantFairness>,
+    /// Per leaf queue, GPUs used and borrowed over time; absent unless added by
+    /// [`Report::with_quota_usage`], and then the very last section of the JSON.
+    pub quota_usage: Option<QuotaUsage>,
 }
 
 /// The JSON layout of a [`Report`].
@@ -77,6 +82,8 @@ struct VersionedReport<'a> {
     placement: Option<&'a PlacementSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tenants: Option<&'a TenantFairness>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quota_usage: Option<&'a QuotaUsage>,
 }
 
 impl Serialize for Report {
@@ -88,6 +95,7 @@ impl Serialize for Report {
             unschedulable: &self.unschedulable,
             placement: self.placement.as_ref(),
             tenants: self.tenants.as_ref(),
+            quota_usage: self.quota_usage.as_ref(),
         }
         .serialize(serializer)
     }
@@ -109,12 +117,20 @@ impl Report {
             })
             .collect();
         let tenants = TenantFairness::when_shared(outcomes, cluster_gpus);
-        Report { context, summary: Summary::new(outcomes, cluster_gpus), unschedulable, placement: None, tenants }
+        let summary = Summary::new(outcomes, cluster_gpus);
+        Report { context, summary, unschedulable, placement: None, tenants, quota_usage: None }
     }
 
     /// The same report with a placement section.
     pub fn with_placement(mut self, placement: PlacementSummary) -> Self {
         self.placement = Some(placement);
+        self
+    }
+
+    /// The same report with a quota usage section, when there is one (a replay has one when
+    /// some queue has a finite GPU quota: [`crate::ReplayResult::quota_usage`]).
+    pub fn with_quota_usage(mut self, usage: Option<QuotaUsage>) -> Self {
+        self.quota_usage = usage;
         self
     }
 
@@ -128,8 +144,8 @@ impl Report {
     }
 
     /// A plain-text report for a terminal (no colours): a header block, the
-    /// queueing-delay and job-completion-time tables, the placement and tenants sections when
-    /// there are, and the first unschedulable jobs.
+    /// queueing-delay and job-completion-time tables, the placement, tenants and quota usage
+    /// sections when there are, and the first unschedulable jobs.
     pub fn render_table(&self) -> String {
         let ctx = &self.context;
         let s = &self.summary;
@@ -162,6 +178,9 @@ impl Report {
         }
         if let Some(tenants) = &self.tenants {
             out.push_str(&crate::fairness::render_table(tenants));
+        }
+        if let Some(usage) = &self.quota_usage {
+            out.push_str(&crate::quota_usage::render_table(usage));
         }
 
         if !self.unschedulable.is_empty() {
