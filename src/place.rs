@@ -35,6 +35,10 @@ pub struct PlaceArgs {
     /// How close the pods must be: `unconstrained`, `preferred:LEVEL` or `required:LEVEL`.
     #[arg(long, default_value = "unconstrained", value_name = "REQUEST")]
     pub topology: TopologyRequest,
+    /// Only nodes of this GPU flavor (model), e.g. `h100` (see `flavor` in the cluster YAML,
+    /// or `nvidia.com/gpu.product` on Kubernetes nodes).
+    #[arg(long, value_name = "NAME")]
+    pub flavor: Option<String>,
     /// Cut the gang into slices: every SIZE pods inside one domain of LEVEL (`rack:4`).
     #[arg(long, value_name = "LEVEL:SIZE")]
     pub slice: Option<String>,
@@ -114,7 +118,14 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
     let slice = args.slice.as_deref().map(|s| parse_slice(&topo, s)).transpose()?;
     let constraint = LevelConstraint { slice, ..constraint };
     let pod = Resources { gpus: args.gpus, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
-    let request = PlacementRequest { pods: args.pods, pod, constraint };
+    let flavor = match &args.flavor {
+        Some(name) => Some(topo.flavor_id(name).ok_or_else(|| {
+            let known = if topo.flavors().is_empty() { "none".to_string() } else { topo.flavors().join(", ") };
+            anyhow!("--flavor `{name}`: no node has it (flavors: {known})")
+        })?),
+        None => None,
+    };
+    let request = PlacementRequest { pods: args.pods, pod, constraint, flavor };
     text.push_str(&format!("gang: {} pods x {}, {}", args.pods, pod, args.topology));
     if let Some(s) = slice {
         text.push_str(&format!(", slices of {} per {}", s.size, topo.levels()[usize::from(s.depth) - 1]));

@@ -279,7 +279,12 @@ impl Engine {
                 nominal_gpus: ceiling.gpus,
             }));
         }
-        let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint };
+        // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
+        // node has matches no host, so such gangs are reported as never fitting.
+        let queue_flavor =
+            self.config.queues.iter().find(|q| q.name == request.queue).and_then(|q| q.flavor.as_deref());
+        let flavor = queue_flavor.map(|name| self.cluster.topology().flavor_id(name).unwrap_or(u16::MAX));
+        let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint, flavor };
         let cluster = &mut self.cluster;
         let never = self
             .never_fits

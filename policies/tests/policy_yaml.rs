@@ -50,6 +50,7 @@ fn the_cohorts_example_reads_as_written() {
             lending_limit: QuotaAmounts::UNNAMED,
             weight: 1.0,
             nominal_domains: None,
+            flavor: None,
         }
     );
     assert_eq!(
@@ -62,6 +63,7 @@ fn the_cohorts_example_reads_as_written() {
             lending_limit: QuotaAmounts::gpus(96),
             weight: 2.0,
             nominal_domains: None,
+            flavor: None,
         }
     );
     assert_eq!(p.undeclared_queues, UndeclaredQueues::Reject);

@@ -294,6 +294,7 @@ mod random_trees {
                 lending_limit: q(s.lending),
                 weight: 1.0,
                 nominal_domains: None,
+                flavor: None,
             })
             .collect();
         p

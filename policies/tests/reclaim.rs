@@ -130,3 +130,28 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_queue_bound_to_a_flavor_runs_only_on_it_and_unknown_flavors_are_named() {
+    let cluster = || {
+        Cluster::from_yaml(
+            "name: t\nlevels: [rack, host]\nnodes:\n  - {name: a0, at: {rack: r0}, gpus: 8, flavor: a100}\n  - {name: h0, at: {rack: r0}, gpus: 8, flavor: h100}\n",
+            "t.yaml",
+        )
+        .unwrap()
+    };
+    let yaml = "queues:\n  - {name: team-h100, flavor: h100, nominal: {gpus: 8}}\n  - {name: team-a100, flavor: a100, nominal: {gpus: 8}}\n";
+    let mut e = Engine::try_new(cluster(), PolicyConfig::from_yaml(yaml, "p.yaml").unwrap()).unwrap();
+    e.submit(gang(1, "team-h100", 0, 1, 8, "unconstrained")).unwrap();
+    e.submit(gang(2, "team-h100", 0, 1, 8, "unconstrained")).unwrap();
+    e.submit(gang(3, "team-a100", 0, 1, 8, "unconstrained")).unwrap();
+    let cycle = e.schedule(0).unwrap();
+    let hosts: Vec<(u64, u32)> = cycle.admitted.iter().map(|a| (a.id.0, a.placement.hosts[0].0)).collect();
+    assert_eq!(hosts, vec![(1, 1), (3, 0)], "gang 2 waits for the only h100 host");
+    let bad = PolicyConfig::from_yaml("queues:\n  - {name: q, flavor: b200}\n", "p.yaml").unwrap();
+    let err = Engine::try_new(cluster(), bad).err().unwrap().to_string();
+    assert!(
+        err.contains("queues[0].flavor") && err.contains("`b200`, which no node has (flavors: a100, h100)"),
+        "{err}"
+    );
+}

@@ -155,3 +155,17 @@ fn nodes_missing_a_level_label_are_reported_and_left_out() {
     run.assert_success().assert_stdout_has(&["1 hosts, 8 GPUs"]);
     assert!(run.stderr.contains("warning:") && run.stderr.contains("node b"), "{}", run.stderr);
 }
+
+#[test]
+fn flavor_keeps_the_gang_on_that_gpu_model() {
+    let dir = TempDir::create();
+    let path = dir.write(
+        "flavors.yaml",
+        "name: f\nlevels: [rack, host]\nnodes:\n  - {name: a0, at: {rack: r0}, gpus: 8, flavor: a100}\n  - {name: h0, at: {rack: r1}, gpus: 8, flavor: h100}\n",
+    );
+    trainyard(&["place", "--cluster", &path, "--pods", "1", "--gpus", "8", "--flavor", "h100"])
+        .assert_success()
+        .assert_stdout_has(&["r1/h0"]);
+    trainyard(&["place", "--cluster", &path, "--flavor", "b200"])
+        .assert_error(&["--flavor `b200`: no node has it (flavors: a100, h100)"]);
+}

@@ -73,7 +73,13 @@ pub struct Topology {
     host_of: Vec<u32>,
     depth: Vec<u8>,
     capacity: Vec<Resources>,
+    /// Distinct GPU flavors, sorted; `host_flavor` indexes into it.
+    flavors: Vec<String>,
+    host_flavor: Vec<u16>,
 }
+
+/// No flavor.
+const NO_FLAVOR: u16 = u16::MAX;
 
 const NO_PARENT: u32 = u32::MAX;
 
@@ -116,6 +122,14 @@ impl Topology {
             host_of[d as usize] = h as u32;
         }
         let depth = graph.node_weights().map(|w| w.depth).collect();
+        let mut flavors: Vec<String> = spec.nodes.iter().filter_map(|n| n.flavor.clone()).collect();
+        flavors.sort();
+        flavors.dedup();
+        let host_flavor = spec
+            .nodes
+            .iter()
+            .map(|n| n.flavor.as_ref().and_then(|f| flavors.binary_search(f).ok()).map_or(NO_FLAVOR, |i| i as u16))
+            .collect();
         let mut capacity = vec![Resources::ZERO; n];
         let mut topo = Topology {
             levels: spec.levels.clone(),
@@ -126,6 +140,8 @@ impl Topology {
             host_of,
             depth,
             capacity: Vec::new(),
+            flavors,
+            host_flavor,
         };
         for (h, cap) in topo.hosts.iter().zip(&host_capacity) {
             let mut d = *h;
@@ -141,6 +157,21 @@ impl Topology {
         }
         topo.capacity = capacity;
         Ok(topo)
+    }
+
+    /// The GPU flavors of the cluster's nodes, sorted.
+    pub fn flavors(&self) -> &[String] {
+        &self.flavors
+    }
+
+    /// Index of a flavor by name.
+    pub fn flavor_id(&self, name: &str) -> Option<u16> {
+        self.flavors.binary_search_by(|f| f.as_str().cmp(name)).ok().map(|i| i as u16)
+    }
+
+    /// A host's flavor, if it has one.
+    pub fn host_flavor(&self, host: HostId) -> Option<u16> {
+        Some(self.host_flavor[host.0 as usize]).filter(|&f| f != NO_FLAVOR)
     }
 
     /// Cluster name.

@@ -7,6 +7,7 @@
 //!   counts: [2, 4, 8]              # 2 blocks, 4 racks per block, 8 hosts per rack
 //!   node: {gpus: 8, cpus: 64, memory_gib: 512}
 //!   total_gpus: 500                # optional: stop once this many GPUs exist
+//!   flavor: h100                   # optional: the GPU model, for queues bound to one
 //! ```
 //! or, instead of `generate`, an explicit list:
 //! ```yaml
@@ -48,6 +49,9 @@ pub struct GenerateSpec {
     /// Stop generating once the cluster has this many GPUs; the last node gets the remainder.
     #[serde(default)]
     pub total_gpus: Option<u64>,
+    /// GPU flavor (model) of every generated node, e.g. `h100`.
+    #[serde(default)]
+    pub flavor: Option<String>,
 }
 
 /// Resources of one node, in the units admins think in.
@@ -94,6 +98,9 @@ pub struct NodeSpec {
     /// Memory in GiB.
     #[serde(default)]
     pub memory_gib: u64,
+    /// GPU flavor (model), e.g. `h100`.
+    #[serde(default)]
+    pub flavor: Option<String>,
 }
 
 /// A node ready to be put into the graph: its path of domain names and its capacity.
@@ -103,6 +110,9 @@ pub struct NodeEntry {
     pub path: Vec<String>,
     /// What the node has.
     pub capacity: Resources,
+    /// Its GPU flavor (model), e.g. `h100`; gangs of a queue bound to a flavor only run on
+    /// nodes of that flavor.
+    pub flavor: Option<String>,
 }
 
 /// A validated cluster description: level names and every node with its domain path.
@@ -222,7 +232,7 @@ fn generate_nodes(
             *remaining -= node_capacity.gpus;
         }
         let path = levels.iter().zip(&below).map(|(level, b)| format!("{level}-{}", n / b)).collect();
-        nodes.push(NodeEntry { path, capacity: node_capacity });
+        nodes.push(NodeEntry { path, capacity: node_capacity, flavor: spec.flavor.clone() });
     }
     Ok(nodes)
 }
@@ -269,7 +279,7 @@ fn list_nodes(levels: &[String], listed: &[Spanned<NodeSpec>], invalid: &Invalid
                 format!("node `{}` has neither GPUs nor CPUs", node.name),
             ));
         }
-        nodes.push(NodeEntry { path, capacity });
+        nodes.push(NodeEntry { path, capacity, flavor: node.flavor.clone() });
     }
     Ok(nodes)
 }

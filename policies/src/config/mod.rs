@@ -147,12 +147,20 @@ impl Reporter<'_> {
 pub const BUILTIN_POLICIES: [&str; 2] = ["fifo", "easy-backfill"];
 
 impl PolicyConfig {
-    /// Turns quotas stated in topology units (`nominal_domains: {rack: 2}`) into GPUs for
+    /// Checks queue flavors against the cluster's nodes, and turns quotas stated in topology units (`nominal_domains: {rack: 2}`) into GPUs for
     /// this cluster: the count times the smallest GPU capacity of a domain of that level, so
     /// the quota covers that many whole domains whichever ones they are. Errors name the
     /// queue: an unknown level, or more domains than the cluster has.
     pub fn resolve_topology(&mut self, topo: &trainyard_topology::Topology) -> Result<()> {
         for (i, q) in self.queues.iter_mut().enumerate() {
+            if let Some(flavor) = &q.flavor
+                && topo.flavor_id(flavor).is_none()
+            {
+                let known = if topo.flavors().is_empty() { "none".to_string() } else { topo.flavors().join(", ") };
+                let message =
+                    format!("queue `{}` is for flavor `{flavor}`, which no node has (flavors: {known})", q.name);
+                return Err(InputError::invalid(&self.name, None, format!("queues[{i}].flavor"), message).into());
+            }
             let Some((level, count)) = q.nominal_domains.clone() else { continue };
             let invalid = |message: String| {
                 crate::Error::from(InputError::invalid(

@@ -71,6 +71,9 @@ pub struct QueueConfig {
     /// A nominal GPU quota stated in topology units: `(level, count)`, e.g. two racks.
     /// [`crate::PolicyConfig::resolve_topology`] turns it into GPUs for a given cluster.
     pub nominal_domains: Option<(String, u64)>,
+    /// The GPU flavor (model) this queue's quota is for: its gangs run only on nodes of that
+    /// flavor. A team with quota on several flavors has one leaf queue per flavor.
+    pub flavor: Option<String>,
 }
 
 impl QueueConfig {
@@ -85,6 +88,7 @@ impl QueueConfig {
             lending_limit: QuotaAmounts::UNNAMED,
             weight: 1.0,
             nominal_domains: None,
+            flavor: None,
         }
     }
 }
@@ -126,6 +130,8 @@ pub(super) struct QueueFile {
     weight: Option<Spanned<f64>>,
     #[serde(default)]
     nominal_domains: Option<Spanned<BTreeMap<String, u64>>>,
+    #[serde(default)]
+    flavor: Option<String>,
 }
 
 /// Checks the queue list and turns it into [`QueueConfig`]s, in file order.
@@ -251,6 +257,7 @@ pub(super) fn check_queues(queues: Vec<Spanned<QueueFile>>, report: &Reporter<'_
                 .nominal_domains
                 .as_ref()
                 .and_then(|d| d.value.iter().next().map(|(l, &n)| (l.clone(), n))),
+            flavor: q.value.flavor.clone(),
         });
     }
     Ok(out)

@@ -40,18 +40,21 @@ pub(crate) struct Units {
     pub(crate) size: u64,
     /// Pods in the gang.
     pub(crate) pods: u64,
+    /// Only hosts of this flavor count.
+    pub(crate) flavor: Option<u16>,
 }
 
 impl Units {
     /// Checks the slice arithmetic of a request.
     pub(crate) fn of(request: &PlacementRequest) -> Result<Units, PlacementFailure> {
         let pods = u64::from(request.pods);
+        let flavor = request.flavor;
         match request.constraint.slice {
-            None => Ok(Units { slice_depth: u8::MAX, size: 1, pods }),
+            None => Ok(Units { slice_depth: u8::MAX, size: 1, pods, flavor }),
             Some(s) if s.size == 0 || !request.pods.is_multiple_of(s.size) => {
                 Err(PlacementFailure::BadSlice { pods: request.pods, size: s.size })
             }
-            Some(s) => Ok(Units { slice_depth: s.depth, size: u64::from(s.size), pods }),
+            Some(s) => Ok(Units { slice_depth: s.depth, size: u64::from(s.size), pods, flavor }),
         }
     }
 
@@ -200,7 +203,9 @@ fn count_fits(
     let depth = topo.depth(d);
     let children = topo.children(d);
     let below = if children.is_empty() {
-        f.fit_count(&pod)
+        let other_flavor =
+            units.flavor.is_some_and(|want| topo.as_host(d).and_then(|h| topo.host_flavor(h)) != Some(want));
+        if other_flavor { 0 } else { f.fit_count(&pod) }
     } else {
         children
             .iter()

@@ -86,6 +86,7 @@ impl JointRequest {
             pods: s.pods,
             pod: s.pod,
             constraint: LevelConstraint { top_depth: top, preferred_depth: None, slice: s.slice },
+            flavor: None,
         }
     }
 

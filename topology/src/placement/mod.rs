@@ -30,6 +30,8 @@ pub struct PlacementRequest {
     pub pod: Resources,
     /// Resolved topology request.
     pub constraint: LevelConstraint,
+    /// Only hosts of this GPU flavor (see [`Topology::flavor_id`]); `None` for any host.
+    pub flavor: Option<u16>,
 }
 
 impl PlacementRequest {

@@ -59,5 +59,5 @@ pub struct LoadedTopology {
 
 /// A node entry from a path of domain names and a capacity.
 pub(crate) fn node(path: Vec<String>, capacity: Resources) -> NodeEntry {
-    NodeEntry { path, capacity }
+    NodeEntry { path, capacity, flavor: None }
 }

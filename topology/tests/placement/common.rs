@@ -11,7 +11,7 @@ pub fn cluster(yaml: impl AsRef<str>) -> Cluster {
 
 pub fn request(c: &Cluster, pods: u32, gpus: u64, topology: &str) -> PlacementRequest {
     let constraint = c.topology().resolve(&topology.parse::<TopologyRequest>().unwrap()).unwrap();
-    PlacementRequest { pods, pod: Resources::gpus(gpus), constraint }
+    PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None }
 }
 
 /// A random tree with 1-3 levels above the hosts and up to 12 hosts, with random usage.
@@ -26,7 +26,7 @@ pub fn arb_cluster() -> impl Strategy<Value = (Cluster, Vec<u64>)> {
                 let mut path: Vec<String> =
                     [format!("a{a}"), format!("b{b}"), format!("c{}", (a + b) % 2)][..upper].to_vec();
                 path.push(format!("h{i}"));
-                NodeEntry { path, capacity: Resources::gpus(gpus) }
+                NodeEntry { path, capacity: Resources::gpus(gpus), flavor: None }
             })
             .collect();
         let spec = ResolvedSpec { name: "rnd".into(), levels, nodes };

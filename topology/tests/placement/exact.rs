@@ -146,7 +146,7 @@ proptest! {
         if constraint.slice.is_some_and(|s| !pods.is_multiple_of(s.size)) {
             constraint.slice = None;
         }
-        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint };
+        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None };
         let optimum = brute_force(&c, &req);
         match c.place_with(PlacementPolicy::Trainyard, &req) {
             Ok(p) => {
@@ -169,7 +169,7 @@ proptest! {
         if constraint.slice.is_some_and(|s| !pods.is_multiple_of(s.size)) {
             constraint.slice = None;
         }
-        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint };
+        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None };
         let fits = pod_fits(&c, req.pod);
         let trainyard = c.place_with(PlacementPolicy::Trainyard, &req);
         for policy in PlacementPolicy::ALL {
@@ -226,7 +226,7 @@ fn slices_stay_whole_inside_their_level() {
     let topo = c.topology().clone();
     let constraint =
         LevelConstraint { top_depth: 1, preferred_depth: Some(1), slice: Some(SliceConstraint { depth: 2, size: 2 }) };
-    let req = PlacementRequest { pods: 6, pod: Resources::gpus(8), constraint };
+    let req = PlacementRequest { pods: 6, pod: Resources::gpus(8), constraint, flavor: None };
     for policy in PlacementPolicy::ALL {
         let p = c.place_with(policy, &req).unwrap();
         for (rack, hosts) in [(0, [0u32, 1]), (1, [2, 3]), (2, [4, 5]), (3, [6, 7])] {
@@ -237,4 +237,24 @@ fn slices_stay_whole_inside_their_level() {
     }
     let odd = PlacementRequest { pods: 5, ..req };
     assert!(c.place(&odd).is_err());
+}
+
+#[test]
+fn every_policy_keeps_a_flavored_gang_on_its_flavor() {
+    // Rack r0: two a100 hosts; rack r1: one a100 and two h100 hosts.
+    let mut c = cluster(
+        "name: t\nlevels: [rack, host]\nnodes:\n  - {name: a0, at: {rack: r0}, gpus: 8, flavor: a100}\n  - {name: a1, at: {rack: r0}, gpus: 8, flavor: a100}\n  - {name: a2, at: {rack: r1}, gpus: 8, flavor: a100}\n  - {name: h0, at: {rack: r1}, gpus: 8, flavor: h100}\n  - {name: h1, at: {rack: r1}, gpus: 8, flavor: h100}\n",
+    );
+    let topo = c.topology().clone();
+    assert_eq!(topo.flavors(), ["a100", "h100"]);
+    let h100 = topo.flavor_id("h100");
+    let req = PlacementRequest { flavor: h100, ..request(&c, 2, 8, "unconstrained") };
+    for policy in PlacementPolicy::ALL {
+        let p = c.place_with(policy, &req).unwrap();
+        assert!(p.hosts.iter().all(|&h| topo.host_flavor(h) == h100), "{policy}: {p:?}");
+    }
+    // Three h100 pods do not fit although 40 GPUs are free.
+    let three = PlacementRequest { pods: 3, ..req };
+    assert!(c.place(&three).is_err());
+    assert!(c.place(&PlacementRequest { flavor: None, ..three }).is_ok());
 }

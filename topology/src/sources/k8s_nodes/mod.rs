@@ -28,6 +28,9 @@ use crate::{Error, InputError, NodeEntry, ResolvedSpec, Resources, Result};
 pub use kueue::level_keys_from_kueue_topology;
 use quantity::QuantityError;
 
+/// The label GPU feature discovery puts the GPU model in; read as the node's flavor.
+pub const GPU_PRODUCT_KEY: &str = "nvidia.com/gpu.product";
+
 /// The label every node carries with its host name; Kueue allows it only as the lowest level.
 pub const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
 /// The NVLink clique label GPU feature discovery writes on GB200 nodes.
@@ -136,6 +139,7 @@ struct Kept<'a> {
     name: &'a str,
     path: Vec<String>,
     capacity: Resources,
+    flavor: Option<String>,
 }
 
 /// Reads a node list and builds the levels from `options`. Nodes that are not Ready, are cordoned or
@@ -217,7 +221,9 @@ pub fn parse(text: &str, source_name: &str, options: &NodeListOptions) -> Result
         if !host_from_label {
             path.push(node.name.to_string());
         }
-        kept.push(Kept { item: node.item, name: node.name, path, capacity: node.capacity });
+        // GPU feature discovery names the GPU model; it becomes the node's flavor.
+        let flavor = node.labels.get(GPU_PRODUCT_KEY).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        kept.push(Kept { item: node.item, name: node.name, path, capacity: node.capacity, flavor });
     }
     if kept.is_empty() {
         return Err(nothing_left(source_name, nodes.len(), &warnings));
@@ -233,7 +239,8 @@ pub fn parse(text: &str, source_name: &str, options: &NodeListOptions) -> Result
         }
     }
     kept.sort_by(|a, b| a.name.cmp(b.name));
-    let nodes: Vec<NodeEntry> = kept.into_iter().map(|k| node(k.path, k.capacity)).collect();
+    let nodes: Vec<NodeEntry> =
+        kept.into_iter().map(|k| NodeEntry { flavor: k.flavor, ..node(k.path, k.capacity) }).collect();
     Ok(LoadedTopology { spec: ResolvedSpec { name: source_name.to_string(), levels, nodes }, warnings })
 }
 
