@@ -14,7 +14,7 @@ use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::lifecycle::LifecycleRules;
-use crate::order::{Order, SHARE_SCALE};
+use crate::order::Order;
 use crate::preemption::PreemptionRules;
 use crate::quota_tree::QueueIdx;
 use crate::quota_tree::{FairShare, QuotaTree};
@@ -129,7 +129,7 @@ pub struct Engine {
     pub(crate) cluster: Cluster,
     config: PolicyConfig,
     pub(crate) quotas: QuotaTree,
-    fair_share: FairShare,
+    pub(crate) fair_share: FairShare,
     pub(crate) gangs: BTreeMap<GangId, GangRecord>,
     pending: BTreeMap<OrderKey, GangId>,
     pending_without_gpus: usize,
@@ -138,7 +138,7 @@ pub struct Engine {
     pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
-    fair: Option<FairSharing>,
+    pub(crate) fair: Option<FairSharing>,
     never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
     arrivals: u64,
     cycle: u64,
@@ -508,25 +508,6 @@ impl Engine {
         }
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         Ok(cycle)
-    }
-
-    /// Turns fair sharing on (with an optional half-life for past usage) or off.
-    pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
-        self.fair = fair;
-        self.fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
-    }
-
-    /// A queue's weighted dominant share now (with its decayed history when fair sharing has
-    /// a half-life), scaled by [`SHARE_SCALE`].
-    pub fn share(&self, queue: QueueIdx) -> u64 {
-        let capacity = self.cluster.total_capacity();
-        (self.fair_share.share(&self.quotas, queue, capacity) * SHARE_SCALE) as u64
-    }
-
-    /// Accounts every queue's usage up to `now` into the fair-share history; called before
-    /// any change of usage.
-    pub(crate) fn advance_history(&mut self, now: u64) {
-        self.fair_share.advance(&self.quotas, now);
     }
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.

@@ -9,9 +9,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-use crate::GangId;
 use crate::engine::OrderKey;
+use crate::quota_tree::FairShare;
 use crate::quota_tree::QueueIdx;
+use crate::{Engine, FairSharing, GangId};
 
 /// Fixed-point scale of shares, so that they order exactly and deterministically.
 pub(crate) const SHARE_SCALE: f64 = 1e9;
@@ -81,6 +82,27 @@ impl Order {
                 fair.by_queue.get_mut(&queue).and_then(VecDeque::pop_front)
             }
         }
+    }
+}
+
+impl Engine {
+    /// Turns fair sharing on (with an optional half-life for past usage) or off.
+    pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
+        self.fair = fair;
+        self.fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
+    }
+
+    /// A queue's weighted dominant share now (with its decayed history when fair sharing has
+    /// a half-life), scaled by [`SHARE_SCALE`].
+    pub fn share(&self, queue: QueueIdx) -> u64 {
+        let capacity = self.cluster.total_capacity();
+        (self.fair_share.share(&self.quotas, queue, capacity) * SHARE_SCALE) as u64
+    }
+
+    /// Accounts every queue's usage up to `now` into the fair-share history; called before
+    /// any change of usage.
+    pub(crate) fn advance_history(&mut self, now: u64) {
+        self.fair_share.advance(&self.quotas, now);
     }
 }
 
