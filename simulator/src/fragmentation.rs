@@ -10,8 +10,8 @@
 use serde::{Deserialize, Serialize};
 use trainyard_topology::{Cluster, DomainId, GangShape};
 
-/// Most points of [`Fragmentation::series`].
-pub const MAX_POINTS: usize = 200;
+pub use crate::series::MAX_POINTS;
+use crate::series::Series;
 
 /// The fragmentation state right after one scheduling cycle.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,6 +102,12 @@ struct Integral {
     free: u128,
 }
 
+impl crate::series::Bucket for Integral {
+    fn merge(&mut self, other: &Integral) {
+        Integral::merge(self, other);
+    }
+}
+
 impl Integral {
     fn add(&mut self, seconds: u64, sample: &Sample) {
         self.seconds += seconds;
@@ -129,14 +135,13 @@ pub struct Tracker {
     waiting_s: u64,
     blocked_s: u64,
     max_fragmented: u64,
-    bucket_width: u64,
-    buckets: Vec<Integral>,
+    series: Series<Integral>,
 }
 
 impl Tracker {
     /// An empty tracker.
     pub fn new() -> Tracker {
-        Tracker { bucket_width: 1, ..Tracker::default() }
+        Tracker::default()
     }
 
     /// Records the state after the cycle at `now`; it holds until the next call. Times must
@@ -164,55 +169,23 @@ impl Tracker {
         if sample.blocked_with_free_gpus() {
             self.blocked_s += seconds;
         }
-        let start = self.start.unwrap_or(from);
-        let mut at = from;
-        while at < to {
-            let mut index = (at - start) / self.bucket_width;
-            while index >= MAX_POINTS as u64 {
-                self.halve_resolution();
-                index = (at - start) / self.bucket_width;
-            }
-            let bucket_end = start.saturating_add((index + 1).saturating_mul(self.bucket_width));
-            let until = to.min(bucket_end);
-            let index = index as usize;
-            if self.buckets.len() <= index {
-                self.buckets.resize(index + 1, Integral::default());
-            }
-            self.buckets[index].add(until - at, sample);
-            at = until;
-        }
-    }
-
-    /// Doubles the bucket width, merging neighbouring buckets pairwise.
-    fn halve_resolution(&mut self) {
-        let merged = self
-            .buckets
-            .chunks(2)
-            .map(|pair| {
-                let mut m = pair[0];
-                if let Some(second) = pair.get(1) {
-                    m.merge(second);
-                }
-                m
-            })
-            .collect();
-        self.buckets = merged;
-        self.bucket_width = self.bucket_width.saturating_mul(2);
+        self.series.spread(from, to, |bucket, seconds| bucket.add(seconds, sample));
     }
 
     /// The statistics of everything observed.
     pub fn finish(&self) -> Fragmentation {
-        let Some(start) = self.start else {
+        if self.start.is_none() {
             return Fragmentation::default();
-        };
+        }
         let total = &self.total;
         let share = |part: u64| if total.seconds == 0 { 0.0 } else { round_to(part as f64 / total.seconds as f64, 6) };
         let series = self
+            .series
             .buckets
             .iter()
             .enumerate()
             .map(|(i, b)| Point {
-                t: start.saturating_add((i as u64).saturating_mul(self.bucket_width)),
+                t: self.series.time_of(i),
                 duration_s: b.seconds,
                 fragmented_gpus: Integral::mean(b.fragmented, b.seconds, 3),
                 free_gpus: Integral::mean(b.free, b.seconds, 3),

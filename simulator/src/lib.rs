@@ -23,6 +23,7 @@ pub mod placement;
 pub mod quota_usage;
 mod replay;
 pub mod report;
+mod series;
 pub mod slowdown;
 pub mod tenants;
 pub mod trace;

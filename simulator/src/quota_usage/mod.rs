@@ -17,7 +17,8 @@ mod tests;
 use serde::{Deserialize, Serialize};
 use trainyard_policies::QuotaTree;
 
-pub use crate::fragmentation::MAX_POINTS;
+pub use crate::series::MAX_POINTS;
+use crate::series::Series;
 pub use render::render_table;
 
 /// Stands for "no quota" in [`QueueSample::quota_gpus`], as in the quota tree.
@@ -168,6 +169,18 @@ struct Bucket {
     queues: Vec<Integral>,
 }
 
+impl crate::series::Bucket for Bucket {
+    fn merge(&mut self, other: &Bucket) {
+        self.seconds += other.seconds;
+        if self.queues.len() < other.queues.len() {
+            self.queues.resize(other.queues.len(), Integral::default());
+        }
+        for (a, b) in self.queues.iter_mut().zip(&other.queues) {
+            a.merge(b);
+        }
+    }
+}
+
 /// Largest values seen of one queue.
 #[derive(Clone, Copy, Debug, Default)]
 struct Peak {
@@ -189,14 +202,13 @@ pub struct UsageTracker {
     any_borrowing_s: u64,
     max_borrowed_sum: u64,
     any_finite_quota: bool,
-    bucket_width: u64,
-    buckets: Vec<Bucket>,
+    series: Series<Bucket>,
 }
 
 impl UsageTracker {
     /// An empty tracker.
     pub fn new() -> UsageTracker {
-        UsageTracker { bucket_width: 1, ..UsageTracker::default() }
+        UsageTracker::default()
     }
 
     /// Records the state after the cycle at `now`, one `(name, sample)` per leaf queue; it
@@ -262,53 +274,16 @@ impl UsageTracker {
         if self.last.iter().any(QueueSample::borrowing) {
             self.any_borrowing_s += seconds;
         }
-        let start = self.start.unwrap_or(from);
-        let mut at = from;
-        while at < to {
-            let mut index = (at - start) / self.bucket_width;
-            while index >= MAX_POINTS as u64 {
-                self.halve_resolution();
-                index = (at - start) / self.bucket_width;
+        let last = &self.last;
+        self.series.spread(from, to, |bucket, seconds| {
+            bucket.seconds += seconds;
+            if bucket.queues.len() < last.len() {
+                bucket.queues.resize(last.len(), Integral::default());
             }
-            let bucket_end = start.saturating_add((index + 1).saturating_mul(self.bucket_width));
-            let until = to.min(bucket_end);
-            let index = index as usize;
-            if self.buckets.len() <= index {
-                self.buckets.resize_with(index + 1, Bucket::default);
+            for (integral, sample) in bucket.queues.iter_mut().zip(last) {
+                integral.add(seconds, sample);
             }
-            let bucket = &mut self.buckets[index];
-            bucket.seconds += until - at;
-            if bucket.queues.len() < self.last.len() {
-                bucket.queues.resize(self.last.len(), Integral::default());
-            }
-            for (integral, sample) in bucket.queues.iter_mut().zip(&self.last) {
-                integral.add(until - at, sample);
-            }
-            at = until;
-        }
-    }
-
-    /// Doubles the bucket width, merging neighbouring buckets pairwise.
-    fn halve_resolution(&mut self) {
-        let merged = self
-            .buckets
-            .chunks(2)
-            .map(|pair| {
-                let mut m = pair[0].clone();
-                if let Some(second) = pair.get(1) {
-                    m.seconds += second.seconds;
-                    if m.queues.len() < second.queues.len() {
-                        m.queues.resize(second.queues.len(), Integral::default());
-                    }
-                    for (a, b) in m.queues.iter_mut().zip(&second.queues) {
-                        a.merge(b);
-                    }
-                }
-                m
-            })
-            .collect();
-        self.buckets = merged;
-        self.bucket_width = self.bucket_width.saturating_mul(2);
+        });
     }
 
     /// The statistics of everything observed; `None` when no queue ever had a finite GPU
@@ -317,7 +292,6 @@ impl UsageTracker {
         if !self.any_finite_quota {
             return None;
         }
-        let start = self.start.unwrap_or(0);
         let seconds = self.seconds;
         let mean = |total: u128| if seconds == 0 { 0.0 } else { round_to(total as f64 / seconds as f64, 3) };
         let share = |part: u64| if seconds == 0 { 0.0 } else { round_to(part as f64 / seconds as f64, 6) };
@@ -328,6 +302,7 @@ impl UsageTracker {
             .map(|(i, name)| {
                 let (total, peak, quota) = (&self.total[i], &self.peaks[i], self.last[i].quota_gpus);
                 let series = self
+                    .series
                     .buckets
                     .iter()
                     .enumerate()
@@ -337,7 +312,7 @@ impl UsageTracker {
                             if bucket.seconds == 0 { 0.0 } else { round_to(v as f64 / bucket.seconds as f64, 3) }
                         };
                         UsagePoint {
-                            t: start.saturating_add((b as u64).saturating_mul(self.bucket_width)),
+                            t: self.series.time_of(b),
                             duration_s: bucket.seconds,
                             used_gpus: bucket_mean(integral.used),
                             borrowed_gpus: bucket_mean(integral.borrowed),
@@ -362,7 +337,7 @@ impl UsageTracker {
             .collect();
         Some(QuotaUsage {
             observed_s: seconds,
-            series_step_s: self.bucket_width,
+            series_step_s: self.series.width,
             mean_used_gpus: mean(self.total.iter().map(|t| t.used).sum()),
             mean_borrowed_gpus: mean(self.total.iter().map(|t| t.borrowed).sum()),
             max_borrowed_gpus: self.max_borrowed_sum,
