@@ -70,20 +70,12 @@ impl QuotaTree {
             .map(|i| {
                 let config = (i > 0).then(|| &config.queues[i - 1]);
                 Node {
-                    name: config.map_or_else(|| ROOT_NAME.to_string(), |q| q.name.clone()),
-                    parent: parent[i].map(QueueIdx),
                     children: std::mem::take(&mut children[i]),
                     leaf: false,
                     weight: config.map(|q| q.weight).filter(|w| w.is_finite() && *w > 0.0).unwrap_or(1.0),
                     accounted: accounted[i],
                     nominal: config.map_or([0; R], |q| q.nominal.as_array().map(|a| a.unwrap_or(0))),
-                    quota: [0; R],
-                    limit: [0; R],
-                    lendable: [0; R],
-                    guaranteed: [0; R],
-                    usage: [0; R],
-                    demand: [0; R],
-                    idle_demand: [0; R],
+                    ..Node::blank(config.map_or(ROOT_NAME, |q| q.name.as_str()), parent[i].map(QueueIdx))
                 }
             })
             .collect();
@@ -119,22 +111,7 @@ impl QuotaTree {
     /// A leaf without any quota under the root, for a name no queue declares.
     pub(super) fn add_unlimited_leaf(&mut self, name: &str) -> QueueIdx {
         let q = QueueIdx(self.nodes.len());
-        self.nodes.push(Node {
-            name: name.to_string(),
-            parent: Some(self.root()),
-            children: Vec::new(),
-            leaf: true,
-            weight: 1.0,
-            accounted: [false; R],
-            nominal: [0; R],
-            quota: [0; R],
-            limit: [0; R],
-            lendable: [0; R],
-            guaranteed: [0; R],
-            usage: [0; R],
-            demand: [0; R],
-            idle_demand: [0; R],
-        });
+        self.nodes.push(Node::blank(name, Some(self.root())));
         self.nodes[0].children.push(q);
         self.by_name.insert(name.to_string(), q);
         q
@@ -219,4 +196,26 @@ fn top_down(parent: &[Option<usize>]) -> Vec<usize> {
         k += 1;
     }
     order
+}
+
+impl Node {
+    /// A leaf with no quota, limit or usage: nothing accounted.
+    fn blank(name: &str, parent: Option<QueueIdx>) -> Node {
+        Node {
+            name: name.to_string(),
+            parent,
+            children: Vec::new(),
+            leaf: true,
+            weight: 1.0,
+            accounted: [false; R],
+            nominal: [0; R],
+            quota: [0; R],
+            limit: [0; R],
+            lendable: [0; R],
+            guaranteed: [0; R],
+            usage: [0; R],
+            demand: [0; R],
+            idle_demand: [0; R],
+        }
+    }
 }
