@@ -396,8 +396,9 @@ impl Engine {
         let mut holds = Holds::default();
         self.advance_history(now);
         let gangs = &self.gangs;
-        let mut order = Order::new(&self.pending, |id| gangs[&id].queue, self.fair.is_some());
-        while let Some((key, id)) = order.next(|q| self.share(q)) {
+        let requeues = self.preemption.within_queue || self.preemption.reclaim;
+        let mut order = Order::new(&self.pending, |id| gangs[&id].queue, self.fair.is_some(), requeues);
+        while let Some((key, id)) = order.next(&self.pending, |q| self.share(q)) {
             let free = self.cluster.total_free();
             // A full cluster ends the cycle, except that the head of the line may still
             // preempt its way in.

@@ -24,6 +24,10 @@ type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, GangId);
 pub(crate) enum Order {
     /// Priority, then submission, then arrival: a snapshot walked once.
     Fifo(std::vec::IntoIter<(OrderKey, GangId)>),
+    /// The same order read straight from the pending map, one key after another: no
+    /// snapshot, so a cycle that stops early costs nothing for the gangs it never reaches.
+    /// Only when nothing re-enters the pending map during the cycle (no preemption).
+    Cursor(Option<OrderKey>),
     /// Fair sharing: each queue's pending gangs in order, picked by share.
     Fair(FairOrder),
 }
@@ -52,9 +56,14 @@ impl Order {
         pending: &BTreeMap<OrderKey, GangId>,
         queue_of: impl Fn(GangId) -> QueueIdx,
         fair: bool,
+        requeues: bool,
     ) -> Order {
-        if !fair {
-            return Order::Fifo(pending.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>().into_iter());
+        match (fair, requeues) {
+            (false, false) => return Order::Cursor(None),
+            (false, true) => {
+                return Order::Fifo(pending.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>().into_iter());
+            }
+            (true, _) => {}
         }
         let mut by_queue: BTreeMap<QueueIdx, VecDeque<(OrderKey, GangId)>> = BTreeMap::new();
         for (k, v) in pending {
@@ -64,9 +73,22 @@ impl Order {
     }
 
     /// The next gang to look at; `share` gives a queue's current weighted share (scaled).
-    pub(crate) fn next(&mut self, share: impl Fn(QueueIdx) -> u64) -> Option<(OrderKey, GangId)> {
+    pub(crate) fn next(
+        &mut self,
+        pending: &BTreeMap<OrderKey, GangId>,
+        share: impl Fn(QueueIdx) -> u64,
+    ) -> Option<(OrderKey, GangId)> {
         match self {
             Order::Fifo(it) => it.next(),
+            Order::Cursor(after) => {
+                let next = match after {
+                    None => pending.iter().next(),
+                    Some(k) => pending.range((std::ops::Bound::Excluded(*k), std::ops::Bound::Unbounded)).next(),
+                }
+                .map(|(k, v)| (*k, *v));
+                *after = next.map(|(k, _)| k);
+                next
+            }
             Order::Fair(fair) => {
                 if !fair.started {
                     fair.started = true;
@@ -118,9 +140,9 @@ mod tests {
         pending.insert(key(0, 2), GangId(2)); // queue 1
         pending.insert(key(5, 9), GangId(3)); // queue 1, higher priority
         let queue_of = |id: GangId| QueueIdx(if id.0 == 1 { 0 } else { 1 });
-        let mut order = Order::new(&pending, queue_of, true);
+        let mut order = Order::new(&pending, queue_of, true, false);
         let shares = |q: QueueIdx| if q.0 == 0 { 500 } else { 100 };
-        let picked: Vec<u64> = std::iter::from_fn(|| order.next(shares)).map(|(_, id)| id.0).collect();
+        let picked: Vec<u64> = std::iter::from_fn(|| order.next(&pending, shares)).map(|(_, id)| id.0).collect();
         assert_eq!(picked, vec![3, 2, 1]);
     }
 }
