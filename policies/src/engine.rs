@@ -113,6 +113,13 @@ pub struct FairSharing {
     pub half_life_s: Option<u64>,
 }
 
+/// Size order of pending gangs: fewest GPUs, smallest pod, higher priority, earlier submission.
+type SizeKey = (u64, Resources, Reverse<i32>, u64, GangId);
+
+fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
+    (request.shape.total().gpus, request.shape.pod, Reverse(request.priority), request.submit, id)
+}
+
 /// Pending order: higher priority first, then earlier submission, then arrival order.
 pub(crate) type OrderKey = (Reverse<i32>, u64, u64);
 
@@ -133,6 +140,8 @@ pub struct Engine {
     pub(crate) gangs: BTreeMap<GangId, GangRecord>,
     pending: BTreeMap<OrderKey, GangId>,
     pending_without_gpus: usize,
+    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
+    pending_by_size: BTreeSet<SizeKey>,
     pub(crate) running_by_end: BTreeSet<(u64, GangId)>,
     /// Running gangs of each queue by priority, lowest first: the preemption candidates.
     pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
@@ -188,6 +197,7 @@ impl Engine {
             gangs: BTreeMap::new(),
             pending: BTreeMap::new(),
             pending_without_gpus: 0,
+            pending_by_size: BTreeSet::new(),
             running_by_end: BTreeSet::new(),
             running_by_queue: BTreeMap::new(),
             preemption,
@@ -233,14 +243,10 @@ impl Engine {
 
     /// The smallest pending gang that asks for GPUs: fewest GPUs in total, then the smallest
     /// pod, then higher priority, earlier submission and lower id. Gangs without GPUs are
-    /// skipped because no free GPU can be unusable to them. One pass over the tracked gangs
-    /// (no per-gang lookups); meant for metrics, not for the scheduling loop.
+    /// skipped because no free GPU can be unusable to them. Kept in order as gangs come and
+    /// go, so asking after every cycle costs nothing.
     pub fn smallest_pending_gpu_gang(&self) -> Option<&GangShape> {
-        self.gangs
-            .iter()
-            .filter(|(_, g)| g.gpus > 0 && matches!(g.state, GangState::Pending { .. }))
-            .min_by_key(|(id, g)| (g.gpus, g.request.shape.pod, Reverse(g.request.priority), g.request.submit, **id))
-            .map(|(_, g)| &g.request.shape)
+        self.pending_by_size.first().map(|k| &self.gangs[&k.4].request.shape)
     }
 
     /// Running gangs with their placement and start time, by id.
@@ -301,6 +307,8 @@ impl Engine {
         self.pending.insert(key, request.id);
         if gpus == 0 {
             self.pending_without_gpus += 1;
+        } else {
+            self.pending_by_size.insert(size_key(request.id, &request));
         }
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         self.gangs.insert(
@@ -367,10 +375,12 @@ impl Engine {
             return Err(Error::UnknownGang(id));
         }
         let gpus = gang.gpus;
+        let size = size_key(id, &gang.request);
         self.pending.retain(|_, g| *g != id);
         if gpus == 0 {
             self.pending_without_gpus -= 1;
         }
+        self.pending_by_size.remove(&size);
         self.gangs.remove(&id);
         Ok(())
     }
@@ -540,6 +550,8 @@ impl Engine {
         self.pending.insert((Reverse(gang.request.priority), gang.request.submit, gang.arrival), id);
         if gang.gpus == 0 {
             self.pending_without_gpus += 1;
+        } else {
+            self.pending_by_size.insert(size_key(id, &gang.request));
         }
         Ok(start)
     }
@@ -562,6 +574,8 @@ impl Engine {
         self.quotas.charge(gang.queue, gang.request.shape.total());
         if gang.gpus == 0 {
             self.pending_without_gpus -= 1;
+        } else {
+            self.pending_by_size.remove(&size_key(id, &gang.request));
         }
         let expected_end = now.saturating_add(gang.estimate);
         gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
