@@ -15,5 +15,5 @@ mod merge;
 
 pub use error::RenderError;
 pub use jobset::{JobSet, apply_webhook_defaults};
-pub use render::{Placement, RenderOptions, render_jobset};
+pub use render::{Placement, RenderOptions, render_jobset, render_mpi_hostfile};
 pub use trainer::{TrainJob, TrainingRuntime, TrainingRuntimeSpec};

@@ -205,3 +205,13 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn mpi_hostfile_lists_launcher_then_workers() {
+    let rt: TrainingRuntime = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.runtime.yaml")).unwrap();
+    let job: TrainJob = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.trainjob.yaml")).unwrap();
+    let js = render(&job, &rt).unwrap();
+    let hosts = trainyard_bridges::render_mpi_hostfile(&job, &rt.spec, &js).unwrap();
+    assert_eq!(hosts, "ds-t5-launcher-0-0.ds-t5 slots=4\nds-t5-node-0-0.ds-t5 slots=4\nds-t5-node-0-1.ds-t5 slots=4\n");
+    assert_eq!(trainyard_bridges::render_mpi_hostfile(&self::job(), &runtime().spec, &js), None);
+}

@@ -200,8 +200,10 @@ pub fn render_jobset(
             MODEL_INITIALIZER => init.model.as_ref(),
             _ => None,
         });
-        if let Some(input) = input {
+        if step == DATASET_INITIALIZER || step == MODEL_INITIALIZER {
             rjob.replicas = Some(1);
+        }
+        if let Some(input) = input {
             let pod = &mut rjob.template.spec.template.spec;
             if let Some(c) = pod.containers.iter_mut().chain(pod.init_containers.iter_mut()).find(|c| c.name == step) {
                 if let Some(uri) = &input.storage_uri {
@@ -225,7 +227,7 @@ pub fn render_jobset(
     apply_webhook_defaults(&mut spec);
     let owner = OwnerReference {
         api_version: trainer::API_VERSION.into(),
-        kind: job.kind.clone().if_empty("TrainJob"),
+        kind: "TrainJob".into(),
         name: name.clone(),
         uid,
         controller: Some(true),
@@ -314,13 +316,30 @@ fn stamp_pod(rjob: &mut ReplicatedJob, job_name: &str, runtime: &TrainingRuntime
     }
 }
 
-/// `str`-ish default for empty strings.
-trait IfEmpty {
-    fn if_empty(self, default: &str) -> String;
-}
-
-impl IfEmpty for String {
-    fn if_empty(self, default: &str) -> String {
-        if self.is_empty() { default.to_owned() } else { self }
+/// The `hostfile` key of the `<tj>-mpi-hostfile` ConfigMap for a JobSet rendered by [`render_jobset`]:
+/// one `<pod endpoint> slots=<n>` line per node pod, launcher pods first when the launcher is a node.
+/// `None` when the runtime has no MPI policy.
+pub fn render_mpi_hostfile(job: &TrainJob, runtime: &TrainingRuntimeSpec, jobset: &JobSet) -> Option<String> {
+    let mpi = runtime.ml_policy.as_ref()?.mpi.as_ref()?;
+    let name = jobset.metadata.name.as_deref().unwrap_or_default();
+    let subdomain = jobset.spec.network.as_ref().and_then(|n| n.subdomain.as_deref()).unwrap_or(name);
+    let find = |wanted: &str| jobset.spec.replicated_jobs.iter().find(|r| r.name == wanted);
+    let gpus = find(LAUNCHER)
+        .and_then(|r| r.template.spec.template.spec.containers.iter().find(|c| c.name == NODE))
+        .map(policy::gpus_per_node)
+        .unwrap_or(0);
+    let nproc = job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node.as_ref());
+    let slots = policy::mpi_slots(nproc, mpi, gpus);
+    let mut hosts = String::new();
+    let launcher_as_node = mpi.run_launcher_as_node == Some(true);
+    for rjob_name in [LAUNCHER, NODE] {
+        if rjob_name == LAUNCHER && !launcher_as_node {
+            continue;
+        }
+        let Some(rjob) = find(rjob_name) else { continue };
+        for pod in 0..rjob.template.spec.parallelism.unwrap_or(1).max(0) {
+            hosts.push_str(&format!("{name}-{rjob_name}-0-{pod}.{subdomain} slots={slots}\n"));
+        }
     }
+    Some(hosts)
 }
