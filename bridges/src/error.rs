@@ -1,0 +1,102 @@
+//! Typed render errors; each names the TrainJob and the field at fault.
+
+use thiserror::Error;
+
+/// Why a TrainJob could not be rendered. `job` is `<namespace>/<name>` of the TrainJob.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RenderError {
+    /// A required field is absent or empty.
+    #[error("TrainJob {job}: {field} is required")]
+    MissingField {
+        /// The TrainJob.
+        job: String,
+        /// The missing field.
+        field: String,
+    },
+    /// `runtimeRef` points at a kind or group this renderer does not build from.
+    #[error(
+        "TrainJob {job}: {field} = {value:?} is not a Trainer runtime (want ClusterTrainingRuntime or TrainingRuntime in trainer.kubeflow.org)"
+    )]
+    UnsupportedRuntime {
+        /// The TrainJob.
+        job: String,
+        /// `spec.runtimeRef.kind` or `spec.runtimeRef.apiGroup`.
+        field: String,
+        /// The value found.
+        value: String,
+    },
+    /// The node count resolved to zero (or less).
+    #[error("TrainJob {job}: {field} = {value} but at least 1 node is needed to render")]
+    ZeroNodes {
+        /// The TrainJob.
+        job: String,
+        /// `spec.trainer.numNodes` or the runtime's `spec.mlPolicy.numNodes`.
+        field: String,
+        /// The value found.
+        value: i32,
+    },
+    /// No replicated job of the runtime carries the `trainer` ancestor label.
+    #[error(
+        "TrainJob {job}: runtime {runtime:?} (spec.runtimeRef.name) has no replicated job labelled trainer.kubeflow.org/trainjob-ancestor-step=trainer"
+    )]
+    NoTrainerJob {
+        /// The TrainJob.
+        job: String,
+        /// The runtime name.
+        runtime: String,
+    },
+    /// A replicated job the policy needs has no container named `node`.
+    #[error(
+        "TrainJob {job}: replicated job {replicated_job:?} of runtime {runtime:?} (spec.runtimeRef.name) has no container named \"node\""
+    )]
+    MissingNodeContainer {
+        /// The TrainJob.
+        job: String,
+        /// The runtime name.
+        runtime: String,
+        /// The replicated job.
+        replicated_job: String,
+    },
+    /// The runtime lacks a replicated job the ML policy requires.
+    #[error(
+        "TrainJob {job}: runtime {runtime:?} (spec.runtimeRef.name) needs a replicated job named {replicated_job:?}"
+    )]
+    MissingReplicatedJob {
+        /// The TrainJob.
+        job: String,
+        /// The runtime name.
+        runtime: String,
+        /// The replicated job it needs.
+        replicated_job: String,
+    },
+    /// A patch or override names a replicated job or container that the runtime does not have.
+    #[error("TrainJob {job}: {field} = {name:?} does not exist in the runtime")]
+    UnknownPatchTarget {
+        /// The TrainJob.
+        job: String,
+        /// Path of the offending name, e.g. `spec.runtimePatches[0]...replicatedJobs[1].name`.
+        field: String,
+        /// The name.
+        name: String,
+    },
+    /// A patch or `trainer.env` tries to set what only the controller may set.
+    #[error("TrainJob {job}: {field}: {message}")]
+    Forbidden {
+        /// The TrainJob.
+        job: String,
+        /// The offending field.
+        field: String,
+        /// Why.
+        message: String,
+    },
+    /// A patch or override does not have the expected shape.
+    #[error("TrainJob {job}: {field}: {message}")]
+    InvalidPatch {
+        /// The TrainJob.
+        job: String,
+        /// The offending field.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}

@@ -1,0 +1,19 @@
+//! Pure renderers that turn an admitted trainyard gang into Kubernetes workload objects.
+//!
+//! The first bridge renders a Kubeflow Trainer `TrainJob` plus its `TrainingRuntime` into the
+//! `jobset.x-k8s.io/v1alpha2` `JobSet` that the Trainer controller would create, with trainyard's
+//! placement (scheduling gates or a domain node selector) added. Nothing here does I/O.
+
+pub mod error;
+pub mod jobset;
+pub mod meta;
+pub mod pod;
+pub mod render;
+pub mod trainer;
+
+mod merge;
+
+pub use error::RenderError;
+pub use jobset::{JobSet, apply_webhook_defaults};
+pub use render::{Placement, RenderOptions, render_jobset, render_mpi_hostfile};
+pub use trainer::{TrainJob, TrainingRuntime, TrainingRuntimeSpec};

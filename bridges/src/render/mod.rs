@@ -1,0 +1,345 @@
+//! Renders a TrainJob plus its runtime into the JobSet the Trainer controller would build, plus placement.
+
+mod patch;
+pub mod policy;
+
+use serde_json::{Value, json};
+
+use crate::error::RenderError;
+use crate::jobset::{self, JobSet, ReplicatedJob, apply_webhook_defaults};
+use crate::meta::{ObjectMeta, OwnerReference};
+use crate::pod::{Container, EnvVar};
+use crate::trainer::{
+    self, ANCESTOR_LABEL, DATASET_INITIALIZER, LAUNCHER, MODEL_INITIALIZER, NODE, TRAINER_ANCESTOR, TrainJob,
+    TrainingRuntimeSpec,
+};
+
+/// Scheduling gate trainyard removes once it has bound the gang's pods.
+pub const TOPOLOGY_GATE: &str = "trainyard.io/topology";
+/// Pod label naming the gang a pod belongs to.
+pub const GANG_LABEL: &str = "trainyard.io/gang";
+/// Env prefixes only the controller may set.
+const RESERVED_ENV: [&str; 3] = ["PET_", "DMLC_", "OMPI_MCA_"];
+
+/// Where trainyard put the gang, as far as the JobSet needs to know.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Placement {
+    /// No trainyard placement: the pods go to whatever scheduler the cluster runs.
+    #[default]
+    Unplaced,
+    /// Every pod is gated with [`TOPOLOGY_GATE`] and labelled [`GANG_LABEL`]`=gang`; trainyard binds them.
+    Gated {
+        /// Gang name.
+        gang: String,
+    },
+    /// The whole gang sits in one topology domain: pods get `nodeSelector{level_key: domain}` and the label.
+    Domain {
+        /// Gang name.
+        gang: String,
+        /// Node label key of the topology level (e.g. a rack label).
+        level_key: String,
+        /// Domain name (the label value).
+        domain: String,
+    },
+}
+
+/// Rendering knobs that come from trainyard rather than from the TrainJob.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// Placement to stamp on every pod template.
+    pub placement: Placement,
+    /// Also add the runtime's `podGroupPolicy` pod markers (coscheduling label / Volcano annotation), as the
+    /// Trainer controller does; off when trainyard itself gang-schedules.
+    pub pod_group_markers: bool,
+}
+
+/// Renders `job` against the (already resolved) `runtime` spec: runtime template, patches, node counts,
+/// trainer overrides, framework env, initializers, placement, owner reference and JobSet webhook defaults.
+pub fn render_jobset(
+    job: &TrainJob,
+    runtime: &TrainingRuntimeSpec,
+    opts: &RenderOptions,
+) -> Result<JobSet, RenderError> {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let namespace = job.metadata.namespace.clone();
+    let id = format!("{}/{}", namespace.as_deref().unwrap_or(""), name);
+    let missing = |field: &str| RenderError::MissingField { job: id.clone(), field: field.to_owned() };
+    if name.is_empty() {
+        return Err(missing("metadata.name"));
+    }
+    let uid = job.metadata.uid.clone().filter(|u| !u.is_empty()).ok_or_else(|| missing("metadata.uid"))?;
+    check_runtime_ref(job, &id)?;
+    let runtime_name = job.spec.runtime_ref.name.clone();
+    let trainer_spec = job.spec.trainer.clone().unwrap_or_default();
+    for (i, var) in trainer_spec.env.iter().enumerate() {
+        if let Some(prefix) = RESERVED_ENV.iter().find(|p| var.name.starts_with(*p)) {
+            return Err(RenderError::Forbidden {
+                job: id.clone(),
+                field: format!("spec.trainer.env[{i}].name"),
+                message: format!("{:?} uses the reserved prefix {prefix}", var.name),
+            });
+        }
+    }
+    let ml = runtime.ml_policy.clone().unwrap_or_default();
+    let (num_nodes, nodes_field) = match (trainer_spec.num_nodes, ml.num_nodes) {
+        (Some(n), _) => (n, "spec.trainer.numNodes"),
+        (None, Some(n)) => (n, "runtime spec.mlPolicy.numNodes"),
+        (None, None) => (1, "runtime spec.mlPolicy.numNodes"),
+    };
+    if num_nodes < 1 {
+        return Err(RenderError::ZeroNodes { job: id, field: nodes_field.into(), value: num_nodes });
+    }
+
+    let mut spec = runtime.template.spec.clone();
+    let mut meta = runtime.template.metadata.clone();
+    patch::apply_all(job, &id, &mut spec, &mut meta)?;
+
+    let ancestor = |r: &ReplicatedJob| r.template.metadata.labels.get(ANCESTOR_LABEL).cloned().unwrap_or_default();
+    let trainers: Vec<usize> =
+        (0..spec.replicated_jobs.len()).filter(|&i| ancestor(&spec.replicated_jobs[i]) == TRAINER_ANCESTOR).collect();
+    if trainers.is_empty() {
+        return Err(RenderError::NoTrainerJob { job: id, runtime: runtime_name });
+    }
+    let node_missing = |rjob: &str| RenderError::MissingNodeContainer {
+        job: id.clone(),
+        runtime: runtime_name.clone(),
+        replicated_job: rjob.to_owned(),
+    };
+    let position = |rjobs: &[ReplicatedJob], wanted: &str| rjobs.iter().position(|r| r.name == wanted);
+    let launcher_as_node = ml.mpi.as_ref().is_some_and(|m| m.run_launcher_as_node == Some(true));
+    if num_nodes >= 2 && launcher_as_node {
+        for wanted in [LAUNCHER, NODE] {
+            if position(&spec.replicated_jobs, wanted).is_none() {
+                return Err(RenderError::MissingReplicatedJob {
+                    job: id,
+                    runtime: runtime_name,
+                    replicated_job: wanted.into(),
+                });
+            }
+        }
+    }
+
+    // Counts and resources first: the framework defaults below read the merged resources.
+    let mut counts: Vec<i32> = spec.replicated_jobs.iter().map(|r| r.template.spec.parallelism.unwrap_or(1)).collect();
+    for &i in &trainers {
+        counts[i] = num_nodes;
+    }
+    let mut resource_targets = trainers.clone();
+    if ml.mpi.is_some() {
+        if let Some(i) = position(&spec.replicated_jobs, LAUNCHER) {
+            counts[i] = 1;
+        }
+        if let Some(i) = position(&spec.replicated_jobs, NODE) {
+            counts[i] = if launcher_as_node { (num_nodes - 1).max(1) } else { num_nodes };
+            if launcher_as_node && !resource_targets.contains(&i) {
+                resource_targets.push(i);
+            }
+        }
+    }
+    for &i in &resource_targets {
+        let rjob = &mut spec.replicated_jobs[i];
+        let Some(node) = node_container(rjob) else { return Err(node_missing(&rjob.name)) };
+        if let Some(extra) = &trainer_spec.resources_per_node {
+            let mut merged = node.resources.take().unwrap_or_else(|| json!({}));
+            crate::merge::strategic_merge(&mut merged, extra, "resources");
+            node.resources = Some(merged);
+        }
+    }
+
+    for &i in &trainers {
+        let rjob = &mut spec.replicated_jobs[i];
+        rjob.replicas = Some(1);
+        let Some(node) = node_container(rjob) else { return Err(node_missing(&rjob.name)) };
+        if let Some(image) = &trainer_spec.image {
+            node.image = Some(image.clone());
+        }
+        if let Some(command) = &trainer_spec.command {
+            node.command = Some(command.clone());
+        }
+        if let Some(args) = &trainer_spec.args {
+            node.args = Some(args.clone());
+        }
+        for var in &trainer_spec.env {
+            node.upsert_env(var.clone());
+        }
+    }
+
+    if let Some(torch) = &ml.torch {
+        let first = trainers[0];
+        let node = node_container(&mut spec.replicated_jobs[first]).ok_or_else(|| node_missing(NODE))?;
+        let nproc =
+            policy::torch_nproc(trainer_spec.num_proc_per_node.as_ref(), torch.num_proc_per_node.as_ref(), node);
+        let env = policy::torch_env(&name, counts[first], &nproc);
+        for &i in &trainers {
+            let node = node_container(&mut spec.replicated_jobs[i]).ok_or_else(|| node_missing(NODE))?;
+            env.iter().for_each(|v| node.upsert_env(v.clone()));
+            node.ensure_port(policy::MASTER_PORT);
+        }
+        inject_targets(&mut spec.replicated_jobs, torch.env_injection.as_ref(), &env);
+    }
+    if let Some(mpi) = &ml.mpi {
+        let mount = mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| policy::DEFAULT_SSH_PATH.into());
+        let launcher = position(&spec.replicated_jobs, LAUNCHER).unwrap_or(trainers[0]);
+        let gpus = node_container(&mut spec.replicated_jobs[launcher]).map(|c| policy::gpus_per_node(c)).unwrap_or(0);
+        let slots = policy::mpi_slots(trainer_spec.num_proc_per_node.as_ref(), mpi, gpus);
+        let rjob = &mut spec.replicated_jobs[launcher];
+        let node = node_container(rjob).ok_or_else(|| node_missing(LAUNCHER))?;
+        policy::mpi_launcher_env(slots).into_iter().for_each(|v| node.upsert_env(v));
+        policy::mount_hostfile(&mut rjob.template.spec.template.spec, &name);
+        for wanted in [LAUNCHER, NODE] {
+            if let Some(i) = position(&spec.replicated_jobs, wanted) {
+                policy::mount_ssh(&mut spec.replicated_jobs[i].template.spec.template.spec, &name, &mount);
+            }
+        }
+    }
+
+    for (i, rjob) in spec.replicated_jobs.iter_mut().enumerate() {
+        let step = ancestor(rjob);
+        let input = job.spec.initializer.as_ref().and_then(|init| match step.as_str() {
+            DATASET_INITIALIZER => init.dataset.as_ref(),
+            MODEL_INITIALIZER => init.model.as_ref(),
+            _ => None,
+        });
+        if step == DATASET_INITIALIZER || step == MODEL_INITIALIZER {
+            rjob.replicas = Some(1);
+        }
+        if let Some(input) = input {
+            let pod = &mut rjob.template.spec.template.spec;
+            if let Some(c) = pod.containers.iter_mut().chain(pod.init_containers.iter_mut()).find(|c| c.name == step) {
+                if let Some(uri) = &input.storage_uri {
+                    c.upsert_env(EnvVar::literal("STORAGE_URI", uri.clone()));
+                }
+                input.env.iter().for_each(|v| c.upsert_env(v.clone()));
+                if let Some(secret) = &input.secret_ref {
+                    let from = json!({"secretRef": secret});
+                    if !c.env_from.contains(&from) {
+                        c.env_from.push(from);
+                    }
+                }
+            }
+        }
+        rjob.template.spec.parallelism = Some(counts[i]);
+        rjob.template.spec.completions = Some(counts[i]);
+        stamp_pod(rjob, &name, runtime, opts);
+    }
+
+    spec.suspend = Some(job.spec.suspend.unwrap_or(false));
+    apply_webhook_defaults(&mut spec);
+    let owner = OwnerReference {
+        api_version: trainer::API_VERSION.into(),
+        kind: "TrainJob".into(),
+        name: name.clone(),
+        uid,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let metadata = ObjectMeta {
+        name: Some(name),
+        namespace,
+        labels: meta.labels,
+        annotations: meta.annotations,
+        owner_references: vec![owner],
+        ..ObjectMeta::default()
+    };
+    Ok(JobSet { api_version: jobset::API_VERSION.into(), kind: jobset::KIND.into(), metadata, spec })
+}
+
+/// Rejects `runtimeRef`s that do not name a Trainer runtime.
+fn check_runtime_ref(job: &TrainJob, id: &str) -> Result<(), RenderError> {
+    let rr = &job.spec.runtime_ref;
+    if rr.name.is_empty() {
+        return Err(RenderError::MissingField { job: id.to_owned(), field: "spec.runtimeRef.name".into() });
+    }
+    if let Some(group) = rr.api_group.as_deref().filter(|g| *g != trainer::GROUP) {
+        let field = "spec.runtimeRef.apiGroup".into();
+        return Err(RenderError::UnsupportedRuntime { job: id.to_owned(), field, value: group.into() });
+    }
+    match rr.kind.as_deref() {
+        None | Some(trainer::CLUSTER_TRAINING_RUNTIME) | Some(trainer::TRAINING_RUNTIME) => Ok(()),
+        Some(other) => {
+            let field = "spec.runtimeRef.kind".into();
+            Err(RenderError::UnsupportedRuntime { job: id.to_owned(), field, value: other.into() })
+        }
+    }
+}
+
+/// The `node` container of a replicated job's pod.
+fn node_container(rjob: &mut ReplicatedJob) -> Option<&mut Container> {
+    rjob.template.spec.template.spec.containers.iter_mut().find(|c| c.name == NODE)
+}
+
+/// Pushes the Torch variables into the extra containers of `mlPolicy.torch.envInjection.targets`.
+fn inject_targets(rjobs: &mut [ReplicatedJob], injection: Option<&Value>, env: &[EnvVar]) {
+    let targets = injection.and_then(|v| v.get("targets")).and_then(Value::as_array).cloned().unwrap_or_default();
+    for target in &targets {
+        let job_name = target.get("jobName").and_then(Value::as_str).unwrap_or_default();
+        let names: Vec<&str> = target
+            .get("containerNames")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let Some(rjob) = rjobs.iter_mut().find(|r| r.name == job_name) else { continue };
+        let pod = &mut rjob.template.spec.template.spec;
+        for c in pod.containers.iter_mut().chain(pod.init_containers.iter_mut()) {
+            if c.name != NODE && names.contains(&c.name.as_str()) {
+                env.iter().for_each(|v| c.upsert_env(v.clone()));
+            }
+        }
+    }
+}
+
+/// Adds the scheduler markers and trainyard's placement to a replicated job's pod template.
+fn stamp_pod(rjob: &mut ReplicatedJob, job_name: &str, runtime: &TrainingRuntimeSpec, opts: &RenderOptions) {
+    let pod = &mut rjob.template.spec.template;
+    if opts.pod_group_markers
+        && let Some(pgp) = &runtime.pod_group_policy
+    {
+        if pgp.coscheduling.is_some() {
+            pod.metadata.labels.insert("scheduling.x-k8s.io/pod-group".into(), job_name.into());
+        }
+        if pgp.volcano.is_some() {
+            pod.metadata.annotations.insert("scheduling.k8s.io/group-name".into(), job_name.into());
+        }
+    }
+    match &opts.placement {
+        Placement::Unplaced => {}
+        Placement::Gated { gang } => {
+            pod.metadata.labels.insert(GANG_LABEL.into(), gang.clone());
+            pod.spec.ensure_scheduling_gate(TOPOLOGY_GATE);
+        }
+        Placement::Domain { gang, level_key, domain } => {
+            pod.metadata.labels.insert(GANG_LABEL.into(), gang.clone());
+            pod.spec.node_selector.insert(level_key.clone(), domain.clone());
+        }
+    }
+}
+
+/// The `hostfile` key of the `<tj>-mpi-hostfile` ConfigMap for a JobSet rendered by [`render_jobset`]:
+/// one `<pod endpoint> slots=<n>` line per node pod, launcher pods first when the launcher is a node.
+/// `None` when the runtime has no MPI policy.
+pub fn render_mpi_hostfile(job: &TrainJob, runtime: &TrainingRuntimeSpec, jobset: &JobSet) -> Option<String> {
+    let mpi = runtime.ml_policy.as_ref()?.mpi.as_ref()?;
+    let name = jobset.metadata.name.as_deref().unwrap_or_default();
+    let subdomain = jobset.spec.network.as_ref().and_then(|n| n.subdomain.as_deref()).unwrap_or(name);
+    let find = |wanted: &str| jobset.spec.replicated_jobs.iter().find(|r| r.name == wanted);
+    let gpus = find(LAUNCHER)
+        .and_then(|r| r.template.spec.template.spec.containers.iter().find(|c| c.name == NODE))
+        .map(policy::gpus_per_node)
+        .unwrap_or(0);
+    let nproc = job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node.as_ref());
+    let slots = policy::mpi_slots(nproc, mpi, gpus);
+    let mut hosts = String::new();
+    let launcher_as_node = mpi.run_launcher_as_node == Some(true);
+    for rjob_name in [LAUNCHER, NODE] {
+        if rjob_name == LAUNCHER && !launcher_as_node {
+            continue;
+        }
+        let Some(rjob) = find(rjob_name) else { continue };
+        for pod in 0..rjob.template.spec.parallelism.unwrap_or(1).max(0) {
+            hosts.push_str(&format!("{name}-{rjob_name}-0-{pod}.{subdomain} slots={slots}\n"));
+        }
+    }
+    Some(hosts)
+}

@@ -1,0 +1,158 @@
+//! ML-policy injection: Torch `PET_*` variables and the MPI launcher, hostfile and SSH wiring.
+
+use serde_json::{Value, json};
+
+use crate::pod::{Container, EnvVar, PodSpec};
+use crate::trainer::{MpiPolicy, NumProcPerNode};
+
+/// Rendezvous / coordinator port shared by the frameworks.
+pub const MASTER_PORT: u16 = 29500;
+/// Where the MPI hostfile is mounted on the launcher.
+pub const HOSTFILE_DIR: &str = "/etc/mpi";
+/// Default `sshAuthMountPath`.
+pub const DEFAULT_SSH_PATH: &str = "/root/.ssh";
+const SSH_VOLUME: &str = "mpi-ssh-auth";
+const HOSTFILE_VOLUME: &str = "mpi-hostfile";
+
+/// Rounds a CPU-style quantity (`"4"`, `"500m"`, `2.5`) up to whole units; `None` when unparsable.
+fn whole_units(q: &Value) -> Option<i64> {
+    let milli = match q {
+        Value::Number(n) => (n.as_f64()? * 1000.0).ceil(),
+        Value::String(s) => match s.strip_suffix('m') {
+            Some(m) => m.parse::<f64>().ok()?,
+            None => s.parse::<f64>().ok()? * 1000.0,
+        },
+        _ => return None,
+    };
+    (milli.is_finite() && milli >= 0.0).then(|| (milli / 1000.0).ceil() as i64)
+}
+
+/// A resource from `requests`, else from `limits`, of a container's resources.
+fn resource(resources: Option<&Value>, pick: impl Fn(&str) -> bool + Copy) -> Vec<&Value> {
+    for section in ["requests", "limits"] {
+        let found: Vec<&Value> = resources
+            .and_then(|r| r.get(section))
+            .and_then(Value::as_object)
+            .map(|m| m.iter().filter(|(k, _)| pick(k)).map(|(_, v)| v).collect())
+            .unwrap_or_default();
+        if !found.is_empty() {
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// GPUs per node: the sum of every resource whose name contains "gpu".
+pub fn gpus_per_node(container: &Container) -> i64 {
+    resource(container.resources.as_ref(), |k| k.contains("gpu")).into_iter().filter_map(whole_units).sum()
+}
+
+/// `PET_NPROC_PER_NODE`: the TrainJob's value, else the (v2.1) runtime's, else `auto` with GPUs and the
+/// CPU count (at least 1) without.
+pub fn torch_nproc(trainer: Option<&NumProcPerNode>, runtime: Option<&NumProcPerNode>, node: &Container) -> String {
+    match trainer.or(runtime) {
+        Some(NumProcPerNode::Count(n)) => return n.to_string(),
+        Some(NumProcPerNode::Text(s)) if s == "auto" || s.parse::<i64>().is_ok() => return s.clone(),
+        _ => {}
+    }
+    if gpus_per_node(node) > 0 {
+        return "auto".into();
+    }
+    let cpu = resource(node.resources.as_ref(), |k| k == "cpu").first().and_then(|q| whole_units(q)).unwrap_or(1);
+    cpu.max(1).to_string()
+}
+
+/// The Torch variables for a trainer container.
+pub fn torch_env(job_name: &str, nnodes: i32, nproc: &str) -> Vec<EnvVar> {
+    let rank = json!({"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}});
+    vec![
+        EnvVar::literal("PET_NNODES", nnodes.to_string()),
+        EnvVar::literal("PET_NPROC_PER_NODE", nproc),
+        EnvVar { name: "PET_NODE_RANK".into(), value: None, value_from: Some(rank) },
+        EnvVar::literal("PET_MASTER_ADDR", format!("{job_name}-node-0-0.{job_name}")),
+        EnvVar::literal("PET_MASTER_PORT", MASTER_PORT.to_string()),
+    ]
+}
+
+/// MPI slots per node: the TrainJob's value, else the runtime's (default 1), except that a runtime value
+/// of 1 yields to the GPU count when that is larger.
+pub fn mpi_slots(trainer: Option<&NumProcPerNode>, mpi: &MpiPolicy, gpus: i64) -> i64 {
+    if let Some(n) = trainer.and_then(NumProcPerNode::count) {
+        return n;
+    }
+    match i64::from(mpi.num_proc_per_node.unwrap_or(1)) {
+        1 if gpus > 1 => gpus,
+        n => n,
+    }
+}
+
+/// The OpenMPI variables for the launcher's `node` container.
+pub fn mpi_launcher_env(slots: i64) -> Vec<EnvVar> {
+    vec![
+        EnvVar::literal("OMPI_MCA_orte_default_hostfile", format!("{HOSTFILE_DIR}/hostfile")),
+        EnvVar::literal("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        EnvVar::literal("OMPI_MCA_orte_set_default_slots", slots.to_string()),
+        EnvVar::literal("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+    ]
+}
+
+/// Mounts the `<tj>-mpi-ssh-auth` Secret into a pod and its `node` container.
+pub fn mount_ssh(pod: &mut PodSpec, job_name: &str, mount_path: &str) {
+    pod.ensure_volume(json!({
+        "name": SSH_VOLUME,
+        "secret": {
+            "secretName": format!("{job_name}-mpi-ssh-auth"),
+            "defaultMode": 0o400,
+            "items": [
+                {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
+                {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
+                {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644}
+            ]
+        }
+    }));
+    if let Some(node) = pod.containers.iter_mut().find(|c| c.name == crate::trainer::NODE) {
+        node.ensure_volume_mount(json!({"name": SSH_VOLUME, "mountPath": mount_path}));
+    }
+}
+
+/// Mounts the `<tj>-mpi-hostfile` ConfigMap on the launcher pod and its `node` container.
+pub fn mount_hostfile(pod: &mut PodSpec, job_name: &str) {
+    pod.ensure_volume(json!({
+        "name": HOSTFILE_VOLUME,
+        "configMap": {"name": format!("{job_name}-mpi-hostfile"), "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}]}
+    }));
+    if let Some(node) = pod.containers.iter_mut().find(|c| c.name == crate::trainer::NODE) {
+        node.ensure_volume_mount(json!({"name": HOSTFILE_VOLUME, "mountPath": HOSTFILE_DIR}));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_resources(resources: Value) -> Container {
+        Container { name: "node".into(), resources: Some(resources), ..Container::default() }
+    }
+
+    #[test]
+    fn nproc_follows_gpu_then_cpu_rule() {
+        let gpu = with_resources(json!({"limits": {"nvidia.com/gpu": 8}}));
+        assert_eq!(torch_nproc(None, None, &gpu), "auto");
+        let cpu = with_resources(json!({"requests": {"cpu": "2500m"}, "limits": {"cpu": "8"}}));
+        assert_eq!(torch_nproc(None, None, &cpu), "3");
+        let tiny = with_resources(json!({"limits": {"cpu": "100m"}}));
+        assert_eq!(torch_nproc(None, None, &tiny), "1");
+        assert_eq!(torch_nproc(Some(&NumProcPerNode::Count(4)), None, &gpu), "4");
+        assert_eq!(torch_nproc(None, Some(&NumProcPerNode::Text("gpu".into())), &cpu), "3");
+    }
+
+    #[test]
+    fn mpi_slots_prefer_job_then_gpus() {
+        let mpi = MpiPolicy::default();
+        assert_eq!(mpi_slots(None, &mpi, 8), 8);
+        assert_eq!(mpi_slots(Some(&NumProcPerNode::Count(2)), &mpi, 8), 2);
+        let four = MpiPolicy { num_proc_per_node: Some(4), ..MpiPolicy::default() };
+        assert_eq!(mpi_slots(None, &four, 8), 4);
+        assert_eq!(mpi_slots(None, &mpi, 0), 1);
+    }
+}

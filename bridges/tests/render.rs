@@ -1,0 +1,217 @@
+//! Error cases, legacy overrides and invariants of `render_jobset`.
+
+use proptest::prelude::*;
+use serde_json::json;
+use trainyard_bridges::{Placement, RenderError, RenderOptions, TrainJob, TrainingRuntime, render_jobset};
+
+fn runtime() -> TrainingRuntime {
+    serde_saphyr::from_str(include_str!("fixtures/torch_multinode.runtime.yaml")).expect("runtime fixture")
+}
+
+fn job() -> TrainJob {
+    serde_saphyr::from_str(include_str!("fixtures/torch_multinode.trainjob.yaml")).expect("trainjob fixture")
+}
+
+fn render(job: &TrainJob, runtime: &TrainingRuntime) -> Result<trainyard_bridges::JobSet, RenderError> {
+    render_jobset(job, &runtime.spec, &RenderOptions::default())
+}
+
+fn patch(job: &mut TrainJob, spec: serde_json::Value) {
+    job.spec.runtime_patches =
+        serde_json::from_value(json!([{"manager": "example.com/t", "trainingRuntimeSpec": spec}]))
+            .expect("patch shape");
+}
+
+#[test]
+fn unknown_runtime_kind_names_the_field() {
+    let mut job = job();
+    job.spec.runtime_ref.kind = Some("MPIJob".into());
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(
+        matches!(&err, RenderError::UnsupportedRuntime { field, value, .. } if field == "spec.runtimeRef.kind" && value == "MPIJob")
+    );
+    assert!(err.to_string().contains("vision/resnet-cpu"), "{err}");
+}
+
+#[test]
+fn foreign_api_group_is_rejected() {
+    let mut job = job();
+    job.spec.runtime_ref.api_group = Some("kubeflow.org".into());
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(matches!(&err, RenderError::UnsupportedRuntime { field, .. } if field == "spec.runtimeRef.apiGroup"));
+}
+
+#[test]
+fn missing_runtime_name_and_uid_are_reported() {
+    let mut job = job();
+    job.spec.runtime_ref.name.clear();
+    let err = render(&job, &runtime()).unwrap_err();
+    assert_eq!(
+        err,
+        RenderError::MissingField { job: "vision/resnet-cpu".into(), field: "spec.runtimeRef.name".into() }
+    );
+    let mut job = self::job();
+    job.metadata.uid = None;
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(matches!(&err, RenderError::MissingField { field, .. } if field == "metadata.uid"));
+}
+
+#[test]
+fn zero_nodes_names_the_source_field() {
+    let mut job = job();
+    job.spec.trainer.as_mut().unwrap().num_nodes = Some(0);
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(matches!(&err, RenderError::ZeroNodes { field, value: 0, .. } if field == "spec.trainer.numNodes"));
+    job.spec.trainer.as_mut().unwrap().num_nodes = None;
+    let mut rt = runtime();
+    rt.spec.ml_policy.as_mut().unwrap().num_nodes = Some(0);
+    let err = render(&job, &rt).unwrap_err();
+    assert!(matches!(&err, RenderError::ZeroNodes { field, .. } if field.contains("mlPolicy.numNodes")));
+}
+
+#[test]
+fn missing_node_container_names_the_replicated_job() {
+    let mut rt = runtime();
+    let node = rt.spec.template.spec.replicated_jobs.iter_mut().find(|r| r.name == "node").unwrap();
+    node.template.spec.template.spec.containers[0].name = "trainer".into();
+    let err = render(&job(), &rt).unwrap_err();
+    assert!(matches!(&err, RenderError::MissingNodeContainer { replicated_job, .. } if replicated_job == "node"));
+}
+
+#[test]
+fn runtime_without_trainer_ancestor_is_rejected() {
+    let mut rt = runtime();
+    for rjob in &mut rt.spec.template.spec.replicated_jobs {
+        rjob.template.metadata.labels.clear();
+    }
+    let err = render(&job(), &rt).unwrap_err();
+    assert!(matches!(err, RenderError::NoTrainerJob { .. }));
+}
+
+#[test]
+fn patch_of_missing_replicated_job_names_the_patch_field() {
+    let mut job = job();
+    patch(&mut job, json!({"template": {"spec": {"replicatedJobs": [{"name": "node"}, {"name": "workers"}]}}}));
+    let err = render(&job, &runtime()).unwrap_err();
+    let field = "spec.runtimePatches[0].trainingRuntimeSpec.template.spec.replicatedJobs[1].name";
+    assert_eq!(
+        err,
+        RenderError::UnknownPatchTarget {
+            job: "vision/resnet-cpu".into(),
+            field: field.into(),
+            name: "workers".into()
+        }
+    );
+}
+
+#[test]
+fn patch_of_missing_container_or_protected_env_is_rejected() {
+    let pod = |containers: serde_json::Value| json!({"template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {"spec": {"containers": containers}}}}}]}}});
+    let mut job = job();
+    patch(&mut job, pod(json!([{"name": "ghost"}])));
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(
+        matches!(&err, RenderError::UnknownPatchTarget { name, field, .. } if name == "ghost" && field.ends_with("containers[0].name"))
+    );
+    patch(&mut job, pod(json!([{"name": "node", "env": [{"name": "X", "value": "1"}]}])));
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(matches!(&err, RenderError::Forbidden { field, .. } if field.ends_with("containers[0].env")));
+}
+
+#[test]
+fn reserved_trainer_env_is_rejected() {
+    let mut job = job();
+    job.spec.trainer.as_mut().unwrap().env.push(trainyard_bridges::pod::EnvVar::literal("PET_NNODES", "9"));
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(matches!(&err, RenderError::Forbidden { field, .. } if field == "spec.trainer.env[2].name"));
+}
+
+#[test]
+fn mpi_launcher_as_node_needs_both_jobs() {
+    let mut rt: TrainingRuntime = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.runtime.yaml")).unwrap();
+    let job: TrainJob = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.trainjob.yaml")).unwrap();
+    rt.spec.template.spec.replicated_jobs.retain(|r| r.name != "node");
+    let err = render(&job, &rt).unwrap_err();
+    assert!(matches!(&err, RenderError::MissingReplicatedJob { replicated_job, .. } if replicated_job == "node"));
+}
+
+#[test]
+fn legacy_overrides_and_labels_are_applied() {
+    let mut job = job();
+    job.spec.runtime_patches.clear();
+    job.spec.labels = Some([("legacy".to_owned(), "yes".to_owned())].into());
+    job.spec.pod_template_overrides = vec![json!({
+        "targetJobs": [{"name": "node"}],
+        "metadata": {"labels": {"tier": "gold"}},
+        "spec": {"serviceAccountName": "trainer-sa", "nodeSelector": {"pool": "cpu"}}
+    })];
+    job.spec.pod_spec_overrides =
+        vec![json!({"targetJobs": [{"name": "model-initializer"}], "serviceAccountName": "init-sa"})];
+    let js = render(&job, &runtime()).unwrap();
+    assert_eq!(js.metadata.labels.get("legacy").map(String::as_str), Some("yes"));
+    let node = js.spec.replicated_jobs.iter().find(|r| r.name == "node").unwrap();
+    let pod = &node.template.spec.template;
+    assert_eq!(pod.metadata.labels.get("tier").map(String::as_str), Some("gold"));
+    assert_eq!(pod.spec.node_selector.get("pool").map(String::as_str), Some("cpu"));
+    assert_eq!(pod.spec.rest.get("serviceAccountName"), Some(&json!("trainer-sa")));
+    let init = js.spec.replicated_jobs.iter().find(|r| r.name == "model-initializer").unwrap();
+    assert_eq!(init.template.spec.template.spec.rest.get("serviceAccountName"), Some(&json!("init-sa")));
+    job.spec.pod_template_overrides[0]["targetJobs"][0]["name"] = json!("nope");
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(
+        matches!(&err, RenderError::UnknownPatchTarget { field, .. } if field == "spec.podTemplateOverrides[0].targetJobs[0].name")
+    );
+}
+
+#[test]
+fn unknown_fields_round_trip() {
+    let mut rt = runtime();
+    let node = rt.spec.template.spec.replicated_jobs.iter_mut().find(|r| r.name == "node").unwrap();
+    node.template.spec.template.spec.containers[0]
+        .rest
+        .insert("livenessProbe".into(), json!({"exec": {"command": ["true"]}}));
+    node.template.spec.rest.insert("backoffLimit".into(), json!(7));
+    let js = render(&job(), &rt).unwrap();
+    let node = js.spec.replicated_jobs.iter().find(|r| r.name == "node").unwrap();
+    assert_eq!(node.template.spec.rest.get("backoffLimit"), Some(&json!(7)));
+    assert!(node.template.spec.template.spec.containers[0].rest.contains_key("livenessProbe"));
+    assert_eq!(js.spec.rest.get("ttlSecondsAfterFinished"), Some(&json!(3600)));
+}
+
+proptest! {
+    #[test]
+    fn render_is_deterministic_and_total(nodes in -3i32..5000, nproc in proptest::option::of(-2i64..4096), gated in any::<bool>()) {
+        let mut job = job();
+        let trainer = job.spec.trainer.as_mut().unwrap();
+        trainer.num_nodes = Some(nodes);
+        trainer.num_proc_per_node = nproc.map(trainyard_bridges::trainer::NumProcPerNode::Count);
+        let placement = if gated { Placement::Gated { gang: "g".into() } } else { Placement::Unplaced };
+        let opts = RenderOptions { placement, pod_group_markers: true };
+        let first = render_jobset(&job, &runtime().spec, &opts);
+        let second = render_jobset(&job, &runtime().spec, &opts);
+        prop_assert_eq!(&first, &second);
+        match first {
+            Err(RenderError::ZeroNodes { .. }) => prop_assert!(nodes < 1),
+            Err(other) => prop_assert!(false, "unexpected error {other}"),
+            Ok(js) => {
+                let node = js.spec.replicated_jobs.iter().find(|r| r.name == "node").unwrap();
+                prop_assert_eq!(node.template.spec.parallelism, Some(nodes));
+                prop_assert_eq!(node.template.spec.completions, Some(nodes));
+                let env = &node.template.spec.template.spec.containers[0].env;
+                let nnodes = env.iter().find(|e| e.name == "PET_NNODES").and_then(|e| e.value.clone());
+                prop_assert_eq!(nnodes, Some(nodes.to_string()));
+                prop_assert_eq!(serde_saphyr::to_string(&js).unwrap(), serde_saphyr::to_string(&second.unwrap()).unwrap());
+            }
+        }
+    }
+}
+
+#[test]
+fn mpi_hostfile_lists_launcher_then_workers() {
+    let rt: TrainingRuntime = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.runtime.yaml")).unwrap();
+    let job: TrainJob = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.trainjob.yaml")).unwrap();
+    let js = render(&job, &rt).unwrap();
+    let hosts = trainyard_bridges::render_mpi_hostfile(&job, &rt.spec, &js).unwrap();
+    assert_eq!(hosts, "ds-t5-launcher-0-0.ds-t5 slots=4\nds-t5-node-0-0.ds-t5 slots=4\nds-t5-node-0-1.ds-t5 slots=4\n");
+    assert_eq!(trainyard_bridges::render_mpi_hostfile(&self::job(), &runtime().spec, &js), None);
+}
