@@ -27,7 +27,7 @@ else
 fi
 
 step "the core crates stay free of kube, tokio and tonic"
-for crate in trainyard-topology trainyard-policies trainyard-simulator; do
+for crate in trainyard-topology trainyard-policies trainyard-simulator trainyard-bridges; do
   bad=$(cargo tree -p "$crate" -e normal --prefix none --locked | awk '{print $1}' \
         | grep -E '^(kube|kube-[a-z]+|k8s-openapi|tokio|tonic)$' | sort -u || true)
   if [ -n "$bad" ]; then
