@@ -53,19 +53,6 @@ pub(crate) fn place(
     greedy: &greedy::Scratch,
     scratch: &mut Scratch,
 ) -> Option<Placement> {
-    place_with_budget(topo, free, request, model, greedy, scratch, STEP_BUDGET)
-}
-
-/// [`place`] with an explicit step budget.
-pub(crate) fn place_with_budget(
-    topo: &Topology,
-    free: &[Resources],
-    request: &PlacementRequest,
-    model: &CostModel,
-    greedy: &greedy::Scratch,
-    scratch: &mut Scratch,
-    budget: u64,
-) -> Option<Placement> {
     let units = Units::of(request).ok()?;
     let n = u64::from(request.pods);
     let fits = &greedy.fits;
@@ -74,7 +61,8 @@ pub(crate) fn place_with_budget(
     scratch.start.resize(topo.domain_count(), 0);
     scratch.len.clear();
     scratch.len.resize(topo.domain_count(), 0);
-    let mut search = Search { topo, free, pod: request.pod, units, fits, model, steps: 0, budget, scratch };
+    let mut search =
+        Search { topo, free, pod: request.pod, units, fits, model, steps: 0, budget: STEP_BUDGET, scratch };
     let mut best: Option<(u64, DomainId)> = None;
     for d in domains_at(topo, fits, depth) {
         if fits[d.0 as usize] < units.need(depth) {
