@@ -136,6 +136,9 @@ pub struct Engine {
     pub(crate) cluster: Cluster,
     config: PolicyConfig,
     pub(crate) quotas: QuotaTree,
+    /// Flavor index of each queue bound to one (`u16::MAX` for a flavor no node has, which
+    /// matches no host, so its gangs are reported as never fitting).
+    flavor_of: BTreeMap<String, u16>,
     pub(crate) fair_share: FairShare,
     pub(crate) gangs: BTreeMap<GangId, GangRecord>,
     pending: BTreeMap<OrderKey, GangId>,
@@ -174,6 +177,13 @@ impl Engine {
             }
         }
         let quotas = QuotaTree::new(&config);
+        let flavor_of = config
+            .queues
+            .iter()
+            .filter_map(|q| {
+                q.flavor.as_deref().map(|f| (q.name.clone(), cluster.topology().flavor_id(f).unwrap_or(u16::MAX)))
+            })
+            .collect();
         cluster.set_placement_policy(config.placement);
         let fair = config.fair_sharing.enabled.then_some(FairSharing { half_life_s: config.fair_sharing.half_life_s });
         let preemption = PreemptionRules {
@@ -193,6 +203,7 @@ impl Engine {
             cluster,
             config,
             quotas,
+            flavor_of,
             fair_share,
             gangs: BTreeMap::new(),
             pending: BTreeMap::new(),
@@ -287,9 +298,7 @@ impl Engine {
         }
         // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
         // node has matches no host, so such gangs are reported as never fitting.
-        let queue_flavor =
-            self.config.queues.iter().find(|q| q.name == request.queue).and_then(|q| q.flavor.as_deref());
-        let flavor = queue_flavor.map(|name| self.cluster.topology().flavor_id(name).unwrap_or(u16::MAX));
+        let flavor = self.flavor_of.get(&request.queue).copied();
         let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint, flavor };
         let cluster = &mut self.cluster;
         let never = self

@@ -50,6 +50,30 @@ fn arb_jobs() -> impl Strategy<Value = Vec<Job>> {
 /// Start time of every job (or `None` if unschedulable) and the first reservation of each.
 type Schedule = (BTreeMap<u64, Option<u64>>, BTreeMap<u64, u64>);
 
+/// The time of the next arrival or gang end, if any is left.
+fn next_event(arrivals: &[&Job], next: usize, ends: &BTreeMap<(u64, u64), ()>) -> Option<u64> {
+    let t_arrival = arrivals.get(next).map(|j| j.request.submit);
+    let t_end = ends.keys().next().map(|k| k.0);
+    match (t_arrival, t_end) {
+        (None, None) => None,
+        (a, e) => Some(a.unwrap_or(u64::MAX).min(e.unwrap_or(u64::MAX))),
+    }
+}
+
+/// Finishes every gang due to end at `now`; returns how many.
+fn finish_due(engine: &mut Engine, ends: &mut BTreeMap<(u64, u64), ()>, now: u64) -> usize {
+    let mut done = 0;
+    while let Some(&(t, id)) = ends.keys().next() {
+        if t != now {
+            break;
+        }
+        ends.remove(&(t, id));
+        engine.finish(GangId(id), now).unwrap();
+        done += 1;
+    }
+    done
+}
+
 fn run(cluster_yaml: &str, policy: &PolicyConfig, jobs: &[Job]) -> Result<Schedule, TestCaseError> {
     let cluster = Cluster::from_yaml(cluster_yaml, "p.yaml").unwrap();
     let capacity: Vec<u64> = cluster.topology().hosts().map(|h| cluster.topology().host_capacity(h).gpus).collect();
@@ -60,20 +84,8 @@ fn run(cluster_yaml: &str, policy: &PolicyConfig, jobs: &[Job]) -> Result<Schedu
     let mut ends: BTreeMap<(u64, u64), ()> = BTreeMap::new();
     let mut starts = BTreeMap::new();
     let mut reservations = BTreeMap::new();
-    loop {
-        let t_arrival = arrivals.get(next).map(|j| j.request.submit);
-        let t_end = ends.keys().next().map(|k| k.0);
-        let now = match (t_arrival, t_end) {
-            (None, None) => break,
-            (a, e) => a.unwrap_or(u64::MAX).min(e.unwrap_or(u64::MAX)),
-        };
-        while let Some(&(t, id)) = ends.keys().next() {
-            if t != now {
-                break;
-            }
-            ends.remove(&(t, id));
-            engine.finish(GangId(id), now).unwrap();
-        }
+    while let Some(now) = next_event(&arrivals, next, &ends) {
+        finish_due(&mut engine, &mut ends, now);
         while arrivals.get(next).is_some_and(|j| j.request.submit == now) {
             let job = arrivals[next];
             next += 1;
@@ -184,20 +196,8 @@ proptest! {
         loop {
             steps += 1;
             prop_assert!(steps < 10_000, "the replay does not settle");
-            let t_arrival = arrivals.get(next).map(|j| j.request.submit);
-            let t_end = ends.keys().next().map(|k| k.0);
-            let now = match (t_arrival, t_end) {
-                (None, None) => break,
-                (a, e) => a.unwrap_or(u64::MAX).min(e.unwrap_or(u64::MAX)),
-            };
-            while let Some(&(t, id)) = ends.keys().next() {
-                if t != now {
-                    break;
-                }
-                ends.remove(&(t, id));
-                engine.finish(GangId(id), now).unwrap();
-                finished += 1;
-            }
+            let Some(now) = next_event(&arrivals, next, &ends) else { break };
+            finished += finish_due(&mut engine, &mut ends, now);
             while arrivals.get(next).is_some_and(|j| j.request.submit == now) {
                 let job = arrivals[next];
                 next += 1;

@@ -133,6 +133,22 @@ fn constraint(topo: &Topology, top: u8, kind: u8, slice: Option<(u8, u32)>) -> L
     }
 }
 
+/// A request from drawn values; slices that do not divide the gang are dropped.
+fn random_request(
+    topo: &Topology,
+    pods: u32,
+    gpus: u64,
+    top: u8,
+    kind: u8,
+    slice: Option<(u8, u32)>,
+) -> PlacementRequest {
+    let mut constraint = constraint(topo, top, kind, slice);
+    if constraint.slice.is_some_and(|s| !pods.is_multiple_of(s.size)) {
+        constraint.slice = None;
+    }
+    PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
@@ -141,12 +157,7 @@ proptest! {
         (mut c, _) in arb_cluster(), (pods, gpus, top, kind, slice) in arb_request(4),
     ) {
         let topo = c.topology().clone();
-        let mut constraint = constraint(&topo, top, kind, slice);
-        // Slices must divide the gang; keep the ones that do, drop the others.
-        if constraint.slice.is_some_and(|s| !pods.is_multiple_of(s.size)) {
-            constraint.slice = None;
-        }
-        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None };
+        let req = random_request(&topo, pods, gpus, top, kind, slice);
         let optimum = brute_force(&c, &req);
         match c.place_with(PlacementPolicy::Trainyard, &req) {
             Ok(p) => {
@@ -165,11 +176,8 @@ proptest! {
         (mut c, _) in arb_cluster(), (pods, gpus, top, kind, slice) in arb_request(4),
     ) {
         let topo = c.topology().clone();
-        let mut constraint = constraint(&topo, top, kind, slice);
-        if constraint.slice.is_some_and(|s| !pods.is_multiple_of(s.size)) {
-            constraint.slice = None;
-        }
-        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None };
+        let req = random_request(&topo, pods, gpus, top, kind, slice);
+        let constraint = req.constraint;
         let fits = pod_fits(&c, req.pod);
         let trainyard = c.place_with(PlacementPolicy::Trainyard, &req);
         for policy in PlacementPolicy::ALL {
