@@ -60,6 +60,17 @@ enum Command {
     /// Compare placement policies on one trace: per gang on the same free capacity, and in
     /// a full replay each.
     Compare(crate::compare::CompareArgs),
+    /// Print the CustomResourceDefinitions trainyard uses (its Queue and Topology, and Kubeflow
+    /// Trainer's kinds for clusters without Trainer), or write one file per CRD into a folder.
+    Crds(CrdsArgs),
+}
+
+/// Flags of `trainyard crds`.
+#[derive(Debug, Args)]
+pub struct CrdsArgs {
+    /// Write `<group>_<plural>.yaml` files into this folder instead of printing one stream.
+    #[arg(long, value_name = "DIR")]
+    pub out_dir: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,6 +198,27 @@ impl Cli {
             Command::Place(args) => crate::place::run(&args),
             Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
             Command::Compare(args) => crate::compare::run(&args),
+            Command::Crds(args) => run_crds(&args),
         }
     }
+}
+
+fn run_crds(args: &CrdsArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    match &args.out_dir {
+        None => {
+            let text = trainyard::crds::render_all()?;
+            std::io::stdout().lock().write_all(text.as_bytes())?;
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            for (file, crd) in trainyard::crds::all() {
+                let path = dir.join(file);
+                std::fs::write(&path, trainyard::crds::to_yaml(&crd)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod compare;
+mod crds;
 mod help;
 mod json;
 mod place;

@@ -1,0 +1,38 @@
+//! Kubernetes API types trainyard reads and writes: Kubeflow Trainer's kinds, trainyard's own `Queue` and `Topology`.
+//!
+//! The Trainer kinds wrap the pure serde types of `trainyard-bridges`, so that the object the
+//! controller reads from the API server is exactly what the renderer takes. trainyard's own kinds
+//! are cluster-scoped and derive their schemas.
+
+pub mod queue;
+mod schema;
+pub mod topology;
+pub mod trainer;
+
+pub use queue::{Queue, QueueSpec, QueueStatus};
+pub use topology::{Topology, TopologySpec};
+pub use trainer::{ClusterTrainingRuntime, TrainJob, TrainJobSpec, TrainJobStatus, TrainingRuntime};
+
+/// API group of trainyard's own kinds.
+pub const GROUP: &str = "trainyard.io";
+/// Field manager of every server-side apply and patch trainyard sends.
+pub const FIELD_MANAGER: &str = "trainyard";
+/// Label on a TrainJob naming the trainyard queue it is charged to.
+pub const QUEUE_LABEL: &str = "trainyard.io/queue";
+/// Label on a TrainJob naming a priority class of the policy.
+pub const PRIORITY_CLASS_LABEL: &str = "trainyard.io/priority-class";
+/// Annotation recording the admission (placement) trainyard decided for a TrainJob.
+pub const ADMISSION_ANNOTATION: &str = "trainyard.io/admission";
+/// Finalizer that keeps a TrainJob until trainyard has released its quota.
+pub const FINALIZER: &str = "trainyard.io/finalizer";
+
+/// Kueue's annotation for a required topology level (a node label key), read from the TrainJob.
+pub const REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";
+/// Kueue's annotation for a preferred topology level.
+pub const PREFERRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-preferred-topology";
+/// Kueue's annotation for the level each slice of the gang must sit in.
+pub const SLICE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-slice-required-topology";
+/// Kueue's annotation for the pods per slice.
+pub const SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
+/// Kueue's annotation asking for no topology constraint at all.
+pub const UNCONSTRAINED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-unconstrained-topology";

@@ -1,0 +1,32 @@
+//! The CustomResourceDefinitions trainyard serves or needs, rendered as YAML.
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::api::{ClusterTrainingRuntime, Queue, Topology, TrainJob, TrainingRuntime};
+
+/// Every CRD, with the file name the chart keeps it under.
+pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
+    vec![
+        ("trainyard.io_queues.yaml", Queue::crd()),
+        ("trainyard.io_topologies.yaml", Topology::crd()),
+        ("trainer.kubeflow.org_trainjobs.yaml", TrainJob::crd()),
+        ("trainer.kubeflow.org_trainingruntimes.yaml", TrainingRuntime::crd()),
+        ("trainer.kubeflow.org_clustertrainingruntimes.yaml", ClusterTrainingRuntime::crd()),
+    ]
+}
+
+/// One CRD as a YAML document.
+pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
+    serde_saphyr::to_string(crd)
+}
+
+/// All CRDs as one multi-document YAML stream, in [`all`]'s order.
+pub fn render_all() -> Result<String, serde_saphyr::ser::Error> {
+    let mut out = String::new();
+    for (_, crd) in all() {
+        out.push_str("---\n");
+        out.push_str(&to_yaml(&crd)?);
+    }
+    Ok(out)
+}
