@@ -89,6 +89,28 @@ pub enum RenderError {
         /// Why.
         message: String,
     },
+    /// The runtime asks for a workload kind this renderer cannot produce.
+    #[error(
+        "runtime {runtime:?}: {field} = {value:?} is not a workload trainyard renders (want JobSet or LeaderWorkerSet)"
+    )]
+    UnsupportedWorkload {
+        /// The runtime name.
+        runtime: String,
+        /// The annotation path, `metadata.annotations["trainyard.io/workload"]`.
+        field: String,
+        /// The value found.
+        value: String,
+    },
+    /// A replicated job of the rendered JobSet has no place in a LeaderWorkerSet.
+    #[error("TrainJob {job}: replicated job {replicated_job:?} cannot run inside a LeaderWorkerSet: {message}")]
+    NotFoldable {
+        /// The TrainJob.
+        job: String,
+        /// The replicated job at fault.
+        replicated_job: String,
+        /// Why it does not fit.
+        message: String,
+    },
     /// A patch or override does not have the expected shape.
     #[error("TrainJob {job}: {field}: {message}")]
     InvalidPatch {

@@ -1,5 +1,6 @@
 //! Renders a TrainJob plus its runtime into the JobSet the Trainer controller would build, plus placement.
 
+pub mod lws;
 mod patch;
 pub mod policy;
 
@@ -170,12 +171,17 @@ pub fn render_jobset(
         let nproc =
             policy::torch_nproc(trainer_spec.num_proc_per_node.as_ref(), torch.num_proc_per_node.as_ref(), node);
         let env = policy::torch_env(&name, counts[first], &nproc);
-        for &i in &trainers {
-            let node = node_container(&mut spec.replicated_jobs[i]).ok_or_else(|| node_missing(NODE))?;
-            env.iter().for_each(|v| node.upsert_env(v.clone()));
-            node.ensure_port(policy::MASTER_PORT);
-        }
+        inject_trainer_env(&mut spec.replicated_jobs, &trainers, &env);
         inject_targets(&mut spec.replicated_jobs, torch.env_injection.as_ref(), &env);
+    }
+    if ml.jax.is_some() {
+        inject_trainer_env(&mut spec.replicated_jobs, &trainers, &policy::jax_env(&name, num_nodes));
+    }
+    if ml.xgboost.is_some() {
+        // GPUs are read after the resourcesPerNode merge above, as the Trainer does.
+        let gpus =
+            node_container(&mut spec.replicated_jobs[trainers[0]]).map(|c| policy::gpus_per_node(c)).unwrap_or(0);
+        inject_trainer_env(&mut spec.replicated_jobs, &trainers, &policy::xgboost_env(&name, num_nodes, gpus));
     }
     if let Some(mpi) = &ml.mpi {
         let mount = mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| policy::DEFAULT_SSH_PATH.into());
@@ -266,6 +272,17 @@ fn check_runtime_ref(job: &TrainJob, id: &str) -> Result<(), RenderError> {
 /// The `node` container of a replicated job's pod.
 fn node_container(rjob: &mut ReplicatedJob) -> Option<&mut Container> {
     rjob.template.spec.template.spec.containers.iter_mut().find(|c| c.name == NODE)
+}
+
+/// Upserts `env` and the coordinator port into the `node` container of every trainer replicated job (their
+/// presence was checked when the trainer overrides were applied).
+fn inject_trainer_env(rjobs: &mut [ReplicatedJob], trainers: &[usize], env: &[EnvVar]) {
+    for &i in trainers {
+        if let Some(node) = node_container(&mut rjobs[i]) {
+            env.iter().for_each(|v| node.upsert_env(v.clone()));
+            node.ensure_port(policy::MASTER_PORT);
+        }
+    }
 }
 
 /// Pushes the Torch variables into the extra containers of `mlPolicy.torch.envInjection.targets`.

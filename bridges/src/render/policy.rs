@@ -1,4 +1,4 @@
-//! ML-policy injection: Torch `PET_*` variables and the MPI launcher, hostfile and SSH wiring.
+//! ML-policy injection: Torch `PET_*`, JAX `JAX_*`, XGBoost `DMLC_*` variables and the MPI wiring.
 
 use serde_json::{Value, json};
 
@@ -62,15 +62,51 @@ pub fn torch_nproc(trainer: Option<&NumProcPerNode>, runtime: Option<&NumProcPer
     cpu.max(1).to_string()
 }
 
+/// Where the Job controller publishes a pod's completion index, the source of every rank variable.
+pub const COMPLETION_INDEX_PATH: &str = "metadata.annotations['batch.kubernetes.io/job-completion-index']";
+
+/// A variable whose value is the pod's completion index.
+fn completion_index(name: &str) -> EnvVar {
+    let from = json!({"fieldRef": {"fieldPath": COMPLETION_INDEX_PATH}});
+    EnvVar { name: name.to_owned(), value: None, value_from: Some(from) }
+}
+
+/// DNS name of the first trainer pod, `<tj>-node-0-0.<tj>`. The Trainer always uses the TrainJob name as the
+/// subdomain here, even when the runtime sets `network.subdomain`, and so do we.
+pub fn first_node_host(job_name: &str) -> String {
+    format!("{job_name}-node-0-0.{job_name}")
+}
+
 /// The Torch variables for a trainer container.
 pub fn torch_env(job_name: &str, nnodes: i32, nproc: &str) -> Vec<EnvVar> {
-    let rank = json!({"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}});
     vec![
         EnvVar::literal("PET_NNODES", nnodes.to_string()),
         EnvVar::literal("PET_NPROC_PER_NODE", nproc),
-        EnvVar { name: "PET_NODE_RANK".into(), value: None, value_from: Some(rank) },
-        EnvVar::literal("PET_MASTER_ADDR", format!("{job_name}-node-0-0.{job_name}")),
+        completion_index("PET_NODE_RANK"),
+        EnvVar::literal("PET_MASTER_ADDR", first_node_host(job_name)),
         EnvVar::literal("PET_MASTER_PORT", MASTER_PORT.to_string()),
+    ]
+}
+
+/// The JAX variables for a trainer container: one JAX process per node pod. The reference does not say
+/// whether `numProcPerNode` changes the process count; it does not here (one process per pod).
+pub fn jax_env(job_name: &str, nnodes: i32) -> Vec<EnvVar> {
+    vec![
+        EnvVar::literal("JAX_NUM_PROCESSES", nnodes.to_string()),
+        completion_index("JAX_PROCESS_ID"),
+        EnvVar::literal("JAX_COORDINATOR_ADDRESS", format!("{}:{MASTER_PORT}", first_node_host(job_name))),
+    ]
+}
+
+/// The XGBoost (Rabit/DMLC) variables for a trainer container. `DMLC_NUM_WORKER` is
+/// `nnodes x gpus_per_node`, or `nnodes` on CPU-only nodes, because each GPU runs its own worker.
+pub fn xgboost_env(job_name: &str, nnodes: i32, gpus_per_node: i64) -> Vec<EnvVar> {
+    let workers = i64::from(nnodes) * gpus_per_node.max(1);
+    vec![
+        EnvVar::literal("DMLC_TRACKER_URI", first_node_host(job_name)),
+        EnvVar::literal("DMLC_TRACKER_PORT", MASTER_PORT.to_string()),
+        completion_index("DMLC_TASK_ID"),
+        EnvVar::literal("DMLC_NUM_WORKER", workers.to_string()),
     ]
 }
 
@@ -144,6 +180,22 @@ mod tests {
         assert_eq!(torch_nproc(None, None, &tiny), "1");
         assert_eq!(torch_nproc(Some(&NumProcPerNode::Count(4)), None, &gpu), "4");
         assert_eq!(torch_nproc(None, Some(&NumProcPerNode::Text("gpu".into())), &cpu), "3");
+    }
+
+    #[test]
+    fn jax_and_xgboost_env_follow_the_contract() {
+        let jax = jax_env("tj", 3);
+        let value = |env: &[EnvVar], name: &str| env.iter().find(|e| e.name == name).and_then(|e| e.value.clone());
+        assert_eq!(value(&jax, "JAX_NUM_PROCESSES").as_deref(), Some("3"));
+        assert_eq!(value(&jax, "JAX_COORDINATOR_ADDRESS").as_deref(), Some("tj-node-0-0.tj:29500"));
+        let id = jax.iter().find(|e| e.name == "JAX_PROCESS_ID").and_then(|e| e.value_from.as_ref());
+        assert_eq!(id.and_then(|v| v.pointer("/fieldRef/fieldPath")), Some(&json!(COMPLETION_INDEX_PATH)));
+        let cpu = xgboost_env("tj", 3, 0);
+        assert_eq!(value(&cpu, "DMLC_NUM_WORKER").as_deref(), Some("3"));
+        assert_eq!(value(&cpu, "DMLC_TRACKER_URI").as_deref(), Some("tj-node-0-0.tj"));
+        assert_eq!(value(&cpu, "DMLC_TRACKER_PORT").as_deref(), Some("29500"));
+        assert_eq!(value(&xgboost_env("tj", 3, 4), "DMLC_NUM_WORKER").as_deref(), Some("12"));
+        assert!(cpu.iter().any(|e| e.name == "DMLC_TASK_ID" && e.value_from.is_some()));
     }
 
     #[test]

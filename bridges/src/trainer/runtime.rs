@@ -64,7 +64,13 @@ pub struct MlPolicy {
     /// MPI plugin.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mpi: Option<MpiPolicy>,
-    /// Other policies (jax, xgboost, flux), preserved but not rendered yet.
+    /// JAX plugin (`jax: {}`; kept as JSON because only its presence matters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jax: Option<Value>,
+    /// XGBoost plugin (`xgboost: {}`; kept as JSON because only its presence matters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xgboost: Option<Value>,
+    /// Other policies (flux), preserved but not rendered yet.
     #[serde(flatten)]
     pub rest: Map<String, Value>,
 }
