@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Offline checks of the Helm chart charts/trainyard (no cluster, no helm binary): the chart must
+# pass scripts/check_chart.py with its default values and its ci/ variants, and the check must
+# fail, with the expected message, on every deliberately broken input in scripts/testdata/chart/.
+# Needs python3 with venv; scripts/python-env.sh installs the pinned tools into target/pyenv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+chart=charts/trainyard
+data=scripts/testdata/chart
+rbac=(--rbac-expect "$data/expected-rbac.yaml")
+py=$(bash scripts/python-env.sh)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+passed=0
+failed=0
+
+# ok NAME ARGS...: check_chart.py must succeed.
+ok() {
+  local name=$1 out
+  shift
+  if out=$("$py" scripts/check_chart.py "$@" 2>"$work/stderr"); then
+    echo "ok    $name: ${out##*$'\n'}"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name: expected success, got:"
+    sed 's/^/        /' <<<"$out"
+    sed 's/^/        stderr: /' "$work/stderr"
+    failed=$((failed + 1))
+  fi
+}
+
+# bites NAME "MESSAGE|MESSAGE..." ARGS...: check_chart.py must exit 1 and print every message.
+bites() {
+  local name=$1 messages=$2 out rc=0 missing=() wanted=() m
+  shift 2
+  out=$("$py" scripts/check_chart.py "$@" 2>"$work/stderr") || rc=$?
+  IFS='|' read -r -a wanted <<<"$messages"
+  for m in "${wanted[@]}"; do
+    grep -qF -- "$m" <<<"$out" || missing+=("$m")
+  done
+  if [ "$rc" -eq 1 ] && [ ${#missing[@]} -eq 0 ]; then
+    echo "ok    $name: fails as expected (${#wanted[@]} message(s) found)"
+    passed=$((passed + 1))
+  else
+    echo "FAIL  $name: expected exit 1 with: ${wanted[*]}; got exit $rc, missing: ${missing[*]:-none}"
+    sed 's/^/        /' <<<"$out"
+    failed=$((failed + 1))
+  fi
+}
+
+# overlay NAME FILE...: a copy of the chart with extra templates/ or crds/ files from testdata;
+# prints its path.
+overlay() {
+  local dir="$work/$1" f
+  shift
+  mkdir -p "$dir"
+  cp -R "$chart" "$dir/trainyard"
+  for f in "$@"; do
+    mkdir -p "$dir/trainyard/$(dirname "$f")"
+    cp "$data/$f" "$dir/trainyard/$f"
+  done
+  echo "$dir/trainyard"
+}
+
+echo "== the chart passes"
+ok "defaults, Kubernetes 1.34" "${rbac[@]}" "$chart" 1.34.0
+ok "defaults, Kubernetes 1.36" "${rbac[@]}" "$chart" 1.36.0
+ok "serviceMonitor.enabled=true" "${rbac[@]}" "$chart" 1.34.0 serviceMonitor.enabled=true
+ok "ci/servicemonitor-values.yaml" "${rbac[@]}" "$chart" 1.35.0 "$chart/ci/servicemonitor-values.yaml"
+ok "ci/companion-values.yaml" "${rbac[@]}" --manifest "$work/companion.yaml" "$chart" 1.34.0 \
+  "$chart/ci/companion-values.yaml"
+for want in '--mode=companion' 'replicas: 2' 'trainyard@sha256:' 'name: team-b' '--log-level=debug'; do
+  if grep -qF -- "$want" "$work/companion.yaml"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL  companion render lacks: $want"
+    failed=$((failed + 1))
+  fi
+done
+ok "both ci/ files merged" "${rbac[@]}" "$chart" 1.34.0 "$chart/ci/companion-values.yaml" \
+  "$chart/ci/servicemonitor-values.yaml"
+ok "rbac.create=false, no ServiceAccount" "$chart" 1.34.0 rbac.create=false serviceAccount.create=false \
+  serviceAccount.name=existing
+ok "a CRD in crds/ and a valid custom resource" \
+  "$(overlay crd-good crds/samples.yaml templates/sample-good.yaml)" 1.34.0
+
+echo "== the check bites"
+bites "Kubernetes older than kubeVersion" "incompatible with Kubernetes v1.33.0" "$chart" 1.33.0
+bites "Kubernetes unknown to kubernetes-validate" "does not support version 1.38" "$chart" 1.38.0
+bites "mode outside the enum" "at '/mode'" "$chart" "$data/bad-mode.yaml"
+bites "misspelt values key" "additional properties 'replica' not allowed" "$chart" "$data/bad-typo.yaml"
+bites "replicas without leader election" "at '/leaderElection/enabled'" "$chart" "$data/bad-leader.yaml"
+bites "root user, bad tag, unnamed ServiceAccount" \
+  "at '/securityContext/runAsUser'|at '/image/tag'|at '/serviceAccount/name'" "$chart" "$data/bad-identity.yaml"
+bites "one port for metrics and health" "metrics.port and health.port must differ" "$chart" "$data/bad-ports.yaml"
+bites "misspelt policy key" "invalid propertyName 'queus'" "$chart" "$data/bad-policy.yaml"
+bites "unknown Pod field (kubernetes-validate strict)" "Deployment/ci-trainyard|operatr" \
+  "$chart" "$data/bad-toleration.yaml"
+bites "unknown ServiceMonitor field (hand schema)" "relabelings.0|'sourceLabel' was unexpected" \
+  "$chart" "$data/bad-relabel.yaml"
+bites "scrape timeout over the interval" "scrapeTimeout exceeds the interval" "$chart" "$data/bad-scrape.yaml"
+bites "RBAC grants differ from the reviewed list" \
+  "pods: grants ['patch']|leaderworkersets: grants|services: lacks ['get']" \
+  --rbac-expect "$data/expected-rbac-narrow.yaml" "$chart"
+bites "wildcard and secrets in RBAC" "rules.1.verbs has a wildcard|rules.0 grants access to secrets" \
+  "$(overlay wildcard templates/wildcard-rbac.yaml)"
+bites "binding cluster-admin" "binds the built-in ClusterRole cluster-admin" \
+  "$(overlay admin templates/bind-cluster-admin.yaml)"
+bites "unhardened pod" "must run as non-root|readOnlyRootFilesystem must be true|drop must contain ALL|seccompProfile" \
+  "$(overlay job templates/insecure-job.yaml)"
+bites "references to nothing" \
+  "needs ConfigMap sidecar-config|readinessProbe uses port http|targetPort web is no container port|selector {'app': 'nobody'} matches no pods|ServiceMonitor/ci-sidecar: selects no Service" \
+  "$(overlay refs templates/dangling-refs.yaml)"
+bites "kind without schema or CRD" "Gadget/ci-gadget: SchemaNotFoundError" \
+  "$(overlay gadget templates/unknown-kind.yaml)"
+bites "custom resource against its CRD" \
+  "spec.size: 0 is less than the minimum of 1|spec.mode: 'sidecar' is not one of|'colour' was unexpected|spec.memory: [2] is not of type|spec.labels.team: 7 is not of type 'string'" \
+  "$(overlay crd-bad crds/samples.yaml templates/sample-bad.yaml)"
+bites "custom resource of an unserved version" "v1alpha1 is not served" \
+  "$(overlay crd-old crds/samples.yaml templates/sample-unserved.yaml)"
+
+echo "chart checks: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
