@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's whole test suite, as CI runs it: formatting, lints, the dependency rule of the
-# sans-IO core, and every test of every crate. Needs only the Rust toolchain (cargo with
-# rustfmt and clippy); it installs nothing else because the tests need nothing else.
+# sans-IO core, every test of every crate, and the offline Kubernetes manifest checks (Helm chart
+# lint/render/validation and rendered JobSets/LeaderWorkerSets against upstream schemas). Needs the
+# Rust toolchain (cargo with rustfmt and clippy) and python3; it installs the pinned Python tools
+# into target/pyenv (scripts/python-env.sh) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +38,16 @@ for crate in trainyard-topology trainyard-policies trainyard-simulator trainyard
   fi
   echo "$crate: ok"
 done
+
+step "Python tools for the manifest checks (scripts/python-env.sh)"
+py=$(bash scripts/python-env.sh)
+echo "$py"
+
+step "rendered JobSets and LeaderWorkerSets against the upstream schemas"
+"$py" scripts/check_workloads.py bridges/tests/golden
+
+step "helm chart: lint, render, validate (offline, real Helm SDK)"
+bash scripts/check-chart.sh
 
 step "tests (cargo test --workspace)"
 log=$(mktemp)
