@@ -141,7 +141,7 @@ pub struct Engine {
     flavor_of: BTreeMap<String, u16>,
     pub(crate) fair_share: FairShare,
     pub(crate) gangs: BTreeMap<GangId, GangRecord>,
-    pending: BTreeMap<OrderKey, GangId>,
+    pub(crate) pending: BTreeMap<OrderKey, GangId>,
     pending_without_gpus: usize,
     /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
     pending_by_size: BTreeSet<SizeKey>,
@@ -220,6 +220,11 @@ impl Engine {
             last_now: 0,
             blanket: None,
         }
+    }
+
+    /// Gangs submitted so far (the next arrival number).
+    pub(crate) fn arrivals(&self) -> u64 {
+        self.arrivals
     }
 
     /// The cluster with its current free capacity.
@@ -577,7 +582,7 @@ impl Engine {
         }
     }
 
-    fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
+    pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
         let gang = self.gangs.get_mut(&id).ok_or(Error::UnknownGang(id))?;
         self.cluster.allocate_placement(placement, gang.placement_request.pod)?;
         self.quotas.charge(gang.queue, gang.request.shape.total());

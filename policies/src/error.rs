@@ -27,6 +27,14 @@ pub enum Error {
         /// The time of the previous call.
         last: u64,
     },
+    /// A recorded placement handed to [`crate::Engine::adopt`] does not fit its gang.
+    #[error("cannot adopt gang {id}: {message}")]
+    BadRecord {
+        /// The gang.
+        id: crate::GangId,
+        /// What does not match.
+        message: String,
+    },
     /// The cluster model refused a change: an accounting bug, surfaced instead of hidden.
     #[error(transparent)]
     Topology(#[from] trainyard_topology::Error),

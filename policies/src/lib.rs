@@ -12,6 +12,7 @@
 //! ```
 //! No I/O, no clock: the caller passes time in and acts on the returned [`Cycle`].
 
+mod adopt;
 mod backfill;
 mod config;
 mod engine;

@@ -211,3 +211,34 @@ fn smallest_pending_gpu_gang_skips_cpu_gangs_and_breaks_ties_by_pod_then_order()
     e.cancel_pending(GangId(1)).unwrap();
     assert_eq!(e.smallest_pending_gpu_gang(), None, "only the CPU gang is left");
 }
+
+#[test]
+fn an_adopted_gang_holds_its_hosts_and_quota_until_it_finishes() {
+    let mut e = Engine::new(cluster(), policy(BackfillMode::None, &[("a", 16)]));
+    let hosts = vec![HostId(0), HostId(1)];
+    assert_eq!(e.adopt(gang(7, "a", 0, 2, 8, 100), hosts, 5).unwrap(), Submitted::Queued);
+    assert_eq!((e.pending_len(), e.running_len()), (0, 1));
+    assert_eq!(e.cluster().total_free().gpus, 16);
+    let a = e.quotas().clone().resolve("a").unwrap();
+    assert_eq!(e.quotas().usage(a).gpus, 16);
+    // The queue is full, so a new gang waits on quota even though hosts are free.
+    e.submit(gang(8, "a", 6, 1, 8, 100)).unwrap();
+    assert!(admitted(&mut e, 10).is_empty());
+    e.finish(GangId(7), 20).unwrap();
+    assert_eq!(admitted(&mut e, 20), vec![8]);
+}
+
+#[test]
+fn adopting_with_the_wrong_host_count_changes_nothing() {
+    let mut e = Engine::new(cluster(), policy(BackfillMode::None, &[]));
+    assert!(e.adopt(gang(1, "a", 0, 2, 8, 100), vec![HostId(0)], 0).is_err());
+    assert_eq!((e.pending_len(), e.running_len()), (0, 0));
+    assert_eq!(e.cluster().total_free().gpus, 32);
+    // Unknown queue under a policy without undeclared queues: reported, not recorded.
+    let mut strict = policy(BackfillMode::None, &[("a", 8)]);
+    strict.undeclared_queues = trainyard_policies::UndeclaredQueues::Reject;
+    let mut e = Engine::new(cluster(), strict);
+    let out = e.adopt(gang(2, "zz", 0, 1, 8, 100), vec![HostId(0)], 0).unwrap();
+    assert!(matches!(out, Submitted::Unschedulable(Unschedulable::UnknownQueue { .. })));
+    assert_eq!(e.running_len(), 0);
+}

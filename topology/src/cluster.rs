@@ -6,7 +6,7 @@
 
 use crate::placement::{
     self, CostModel, Explanation, JointOptions, JointPlacement, JointRequest, Placement, PlacementFailure,
-    PlacementPolicy, PlacementRequest,
+    PlacementPolicy, PlacementRequest, SearchPath,
 };
 use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
 
@@ -243,6 +243,15 @@ impl Cluster {
     pub fn place_on_empty(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
         let (topo, model) = (&self.topo, &self.model);
         placement::place(topo, topo.capacities(), request, PlacementPolicy::Greedy, model, &mut self.scratch)
+    }
+
+    /// The placement of pods already on `hosts` (one entry per pod), costed on the current free
+    /// capacity: how a restarted scheduler takes back what it decided before. `None` for no pods.
+    pub fn recorded_placement(&self, pod: Resources, hosts: Vec<HostId>) -> Option<Placement> {
+        if hosts.is_empty() {
+            return None;
+        }
+        Some(placement::greedy::finish(&self.topo, &self.free, pod, hosts, SearchPath::Recorded, &self.model))
     }
 }
 

@@ -54,6 +54,8 @@ pub enum SearchPath {
     Exact,
     /// A baseline policy (first-fit, Kueue BestFit, Slurm tree).
     Baseline,
+    /// Decided earlier and recorded (a scheduler taking back its running gangs after a restart).
+    Recorded,
 }
 
 /// Where every pod of a gang goes.
