@@ -199,6 +199,7 @@ pub fn render_jobset(
         }
     }
 
+    let placed = gang_replicated_jobs(&spec.replicated_jobs);
     for (i, rjob) in spec.replicated_jobs.iter_mut().enumerate() {
         let step = ancestor(rjob);
         let input = job.spec.initializer.as_ref().and_then(|init| match step.as_str() {
@@ -226,7 +227,7 @@ pub fn render_jobset(
         }
         rjob.template.spec.parallelism = Some(counts[i]);
         rjob.template.spec.completions = Some(counts[i]);
-        stamp_pod(rjob, &name, runtime, opts);
+        stamp_pod(rjob, &name, runtime, opts, placed.contains(&i));
     }
 
     spec.suspend = Some(job.spec.suspend.unwrap_or(false));
@@ -307,8 +308,28 @@ fn inject_targets(rjobs: &mut [ReplicatedJob], injection: Option<&Value>, env: &
     }
 }
 
-/// Adds the scheduler markers and trainyard's placement to a replicated job's pod template.
-fn stamp_pod(rjob: &mut ReplicatedJob, job_name: &str, runtime: &TrainingRuntimeSpec, opts: &RenderOptions) {
+/// The replicated jobs whose pods form the gang trainyard places: the `node` replicated job when there
+/// is one (the workers, also under an MPI launcher that carries the trainer label), else the trainer
+/// ancestors. Initializers run before the gang and a separate launcher is a small CPU pod, so neither
+/// waits for the gang's hosts.
+pub fn gang_replicated_jobs(rjobs: &[ReplicatedJob]) -> Vec<usize> {
+    match rjobs.iter().position(|r| r.name == NODE) {
+        Some(i) => vec![i],
+        None => (0..rjobs.len())
+            .filter(|&i| rjobs[i].template.metadata.labels.get(ANCESTOR_LABEL).map(String::as_str) == Some(TRAINER_ANCESTOR))
+            .collect(),
+    }
+}
+
+/// Adds the scheduler markers to a replicated job's pod template, and trainyard's placement when its
+/// pods belong to the gang (see [`gang_replicated_jobs`]).
+fn stamp_pod(
+    rjob: &mut ReplicatedJob,
+    job_name: &str,
+    runtime: &TrainingRuntimeSpec,
+    opts: &RenderOptions,
+    is_trainer: bool,
+) {
     let pod = &mut rjob.template.spec.template;
     if opts.pod_group_markers
         && let Some(pgp) = &runtime.pod_group_policy
@@ -319,6 +340,9 @@ fn stamp_pod(rjob: &mut ReplicatedJob, job_name: &str, runtime: &TrainingRuntime
         if pgp.volcano.is_some() {
             pod.metadata.annotations.insert("scheduling.k8s.io/group-name".into(), job_name.into());
         }
+    }
+    if !is_trainer {
+        return;
     }
     match &opts.placement {
         Placement::Unplaced => {}
