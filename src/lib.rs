@@ -4,4 +4,5 @@
 //! this library adds what needs kube-rs and tokio. The `trainyard` binary is a thin CLI over both.
 
 pub mod api;
+pub mod controller;
 pub mod crds;

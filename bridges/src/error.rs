@@ -122,3 +122,22 @@ pub enum RenderError {
         message: String,
     },
 }
+
+impl RenderError {
+    /// The field at fault, as a path a user can look up in their object.
+    pub fn field(&self) -> &str {
+        match self {
+            RenderError::MissingField { field, .. }
+            | RenderError::UnsupportedRuntime { field, .. }
+            | RenderError::ZeroNodes { field, .. }
+            | RenderError::UnknownPatchTarget { field, .. }
+            | RenderError::Forbidden { field, .. }
+            | RenderError::UnsupportedWorkload { field, .. }
+            | RenderError::InvalidPatch { field, .. } => field,
+            RenderError::NoTrainerJob { .. }
+            | RenderError::MissingNodeContainer { .. }
+            | RenderError::MissingReplicatedJob { .. } => "spec.runtimeRef.name",
+            RenderError::NotFoldable { .. } => "spec.runtimeRef.name",
+        }
+    }
+}

@@ -20,5 +20,5 @@ pub use error::RenderError;
 pub use jobset::{JobSet, apply_webhook_defaults};
 pub use lws::{LeaderWorkerSet, apply_lws_webhook_defaults};
 pub use render::lws::{WorkloadKind, render_leader_worker_set, render_lws_mpi_hostfile, workload_kind};
-pub use render::{Placement, RenderOptions, render_jobset, render_mpi_hostfile};
+pub use render::{GANG_LABEL, Placement, RenderOptions, TOPOLOGY_GATE, render_jobset, render_mpi_hostfile};
 pub use trainer::{TrainJob, TrainingRuntime, TrainingRuntimeSpec};

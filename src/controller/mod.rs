@@ -1,0 +1,13 @@
+//! The Kubernetes controller: caches, one scheduling loop, and per-TrainJob lifecycle reconcilers.
+//!
+//! Everything that decides is pure and tested by value: [`intent`] (what a TrainJob asks),
+//! [`scheduler`] (the engine over a snapshot), [`plan`] (the lifecycle steps of one TrainJob) and
+//! [`pods`] (which gated pod goes to which node). The I/O modules only carry out plans.
+
+pub mod admission;
+pub mod conditions;
+pub mod intent;
+pub mod plan;
+pub mod pods;
+pub mod scheduler;
+pub mod workload;

@@ -1,0 +1,434 @@
+//! The lifecycle of one TrainJob as a pure function: observed state and the loop's decision in, steps out.
+//!
+//! Every step is idempotent and derived from what the API server shows, so a reconcile that dies
+//! after any prefix of its steps is finished by the next one without doing anything twice. The
+//! admission record is written first: it is the commit point of a scheduling decision.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use serde_json::{Value, json};
+use trainyard_bridges::WorkloadKind;
+use trainyard_bridges::trainer as bridge;
+
+use super::admission::AdmissionRecord;
+use super::conditions::{
+    self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, QUEUED, STANDALONE_OWNED, SUSPENDED, Want,
+};
+use super::intent::{GangIntent, Problem};
+use super::pods::{GangLayout, PodView, Ungate, ungate};
+use super::scheduler::Decision;
+use super::workload::{self, ObjectRef, Rendered};
+use crate::api::trainer::JobStatus;
+use crate::api::{ADMISSION_ANNOTATION, FINALIZER, TrainJob};
+
+/// Manager name of trainyard's entry in a TrainJob's `runtimePatches` (companion mode).
+pub const PATCH_MANAGER: &str = "trainyard.io/scheduler";
+
+/// Who launches the TrainJob's workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// trainyard renders and applies the JobSet / LeaderWorkerSet itself.
+    Standalone,
+    /// Kubeflow Trainer launches it; trainyard admits by patching and unsuspending the TrainJob.
+    Companion,
+}
+
+/// The JobSet or LeaderWorkerSet as observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadView {
+    /// `spec.suspend` (JobSet) or zero replicas (LeaderWorkerSet).
+    pub suspended: bool,
+    /// Its `Completed` condition, when True: `(reason, message)`.
+    pub completed: Option<(String, String)>,
+    /// Its `Failed` condition, when True: `(reason, message)`.
+    pub failed: Option<(String, String)>,
+    /// Per replicated job counts (JobSet `status.replicatedJobsStatus`).
+    pub jobs_status: Vec<JobStatus>,
+}
+
+/// What the reconciler sees of one TrainJob.
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    /// The TrainJob.
+    pub job: &'a TrainJob,
+    /// Its runtime, when it exists.
+    pub runtime: Option<&'a bridge::TrainingRuntime>,
+    /// What it asks of the scheduler, or why it cannot ask.
+    pub intent: &'a Result<GangIntent, Problem>,
+    /// The scheduling loop's verdict, if it has one.
+    pub decision: Option<&'a Decision>,
+    /// The workload object, when it exists.
+    pub workload: Option<&'a WorkloadView>,
+    /// Whether the MPI hostfile ConfigMap exists.
+    pub hostfile_exists: bool,
+    /// Pods labelled with the gang.
+    pub pods: &'a [PodView],
+    /// Standalone or companion.
+    pub mode: Mode,
+    /// The time to stamp on changed conditions.
+    pub now: &'a Time,
+}
+
+/// One step of a reconcile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Add trainyard's finalizer (merge patch of `metadata.finalizers`).
+    AddFinalizer,
+    /// Remove it.
+    RemoveFinalizer,
+    /// Write the admission record annotation.
+    RecordAdmission(AdmissionRecord),
+    /// Remove the admission record annotation.
+    ClearAdmission,
+    /// Server-side apply of an object (JobSet, LeaderWorkerSet, ConfigMap) by field manager `trainyard`.
+    Apply(Value),
+    /// Delete an object (background propagation).
+    Delete(ObjectRef),
+    /// Bind one gated pod to its node and drop the gate.
+    Ungate(Ungate),
+    /// Server-side apply of the status: trainyard's conditions and, in standalone mode, `jobsStatus`.
+    Status {
+        /// All conditions trainyard owns on the object, after the change.
+        conditions: Vec<Condition>,
+        /// Copied from the workload (standalone mode only).
+        jobs_status: Option<Vec<JobStatus>>,
+    },
+    /// Companion mode: apply trainyard's `runtimePatches` entry and the `suspend` flag on the TrainJob.
+    PatchTrainJob {
+        /// The `runtimePatches` entry, or `None` to leave it out (removing trainyard's entry).
+        runtime_patch: Option<Value>,
+        /// Value for `spec.suspend`.
+        suspend: bool,
+    },
+    /// Record an event on the TrainJob.
+    Event {
+        /// Warning rather than Normal.
+        warning: bool,
+        /// CamelCase reason.
+        reason: String,
+        /// Note.
+        note: String,
+    },
+}
+
+/// The admission record on the object, if any.
+pub fn recorded(job: &TrainJob) -> Option<AdmissionRecord> {
+    job.metadata.annotations.as_ref()?.get(ADMISSION_ANNOTATION).and_then(|t| AdmissionRecord::decode(t))
+}
+
+fn has_finalizer(job: &TrainJob) -> bool {
+    job.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == FINALIZER))
+}
+
+/// Plans one reconcile of a TrainJob.
+pub fn plan(inp: &Inputs<'_>) -> Vec<Action> {
+    let mut p = Planner { inp, actions: Vec::new(), wants: Vec::new(), jobs_status: None };
+    p.run();
+    p.finish()
+}
+
+struct Planner<'a, 'b> {
+    inp: &'b Inputs<'a>,
+    actions: Vec<Action>,
+    wants: Vec<Want>,
+    jobs_status: Option<Vec<JobStatus>>,
+}
+
+impl Planner<'_, '_> {
+    fn conditions(&self) -> &[Condition] {
+        self.inp.job.status.as_ref().map_or(&[], |s| s.conditions.as_slice())
+    }
+
+    fn name(&self) -> &str {
+        self.inp.job.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    fn namespace(&self) -> &str {
+        self.inp.job.metadata.namespace.as_deref().unwrap_or_default()
+    }
+
+    fn kind(&self) -> WorkloadKind {
+        self.inp.intent.as_ref().map_or(WorkloadKind::JobSet, |i| i.kind)
+    }
+
+    fn standalone(&self) -> bool {
+        self.inp.mode == Mode::Standalone
+    }
+
+    /// Sets a condition; an event goes with it when its reason changes.
+    fn want(&mut self, want: Want, event: Option<bool>) {
+        let changed = conditions::reason_of(self.conditions(), want.type_) != Some(want.reason.as_str())
+            || conditions::is_true(self.conditions(), want.type_) != want.status;
+        if let Some(warning) = event
+            && changed
+        {
+            let note = if want.message.is_empty() { want.reason.clone() } else { want.message.clone() };
+            self.actions.push(Action::Event { warning, reason: want.reason.clone(), note });
+        }
+        self.wants.push(want);
+    }
+
+    fn delete_launched(&mut self) {
+        if !self.standalone() {
+            return;
+        }
+        if self.inp.workload.is_some() {
+            self.actions.push(Action::Delete(workload::workload_ref(self.kind(), self.namespace(), self.name())));
+        }
+        if self.inp.hostfile_exists {
+            self.actions.push(Action::Delete(workload::hostfile_ref(self.namespace(), self.name())));
+        }
+    }
+
+    fn run(&mut self) {
+        let job = self.inp.job;
+        let finished = conditions::is_true(self.conditions(), COMPLETE) || conditions::is_true(self.conditions(), FAILED);
+        if job.metadata.deletion_timestamp.is_some() {
+            if has_finalizer(job) {
+                self.delete_launched();
+                self.actions.push(Action::RemoveFinalizer);
+            }
+            return;
+        }
+        if finished {
+            if has_finalizer(job) {
+                self.actions.push(Action::RemoveFinalizer);
+            }
+            return;
+        }
+        if let Some(w) = self.inp.workload
+            && self.standalone()
+        {
+            self.jobs_status = Some(w.jobs_status.clone());
+            if let Some((reason, message)) = &w.failed {
+                self.want(Want::new(FAILED, true, reason.clone(), message.clone()), Some(true));
+                return;
+            }
+            if let Some((reason, message)) = &w.completed {
+                self.want(Want::new(COMPLETE, true, reason.clone(), message.clone()), Some(false));
+                return;
+            }
+        }
+        if !has_finalizer(job) {
+            self.actions.push(Action::AddFinalizer);
+        }
+        if let Err(problem) = self.inp.intent {
+            return self.problem(problem);
+        }
+        let record = recorded(job);
+        if self.standalone() && job.spec.0.suspend == Some(true) {
+            return self.suspended(record.as_ref());
+        }
+        if !self.standalone() && record.is_none() && job.spec.0.suspend != Some(true) {
+            let message = "create the TrainJob with spec.suspend: true so that trainyard admits it";
+            self.want(Want::new(QUEUED, false, "NotSuspended", message), Some(true));
+            return;
+        }
+        let record = match self.inp.decision {
+            Some(Decision::Preempt { by }) => return self.preempted(by, record.is_some()),
+            Some(Decision::Admit(decided)) => {
+                if record.as_ref() != Some(decided) {
+                    self.actions.push(Action::RecordAdmission(decided.clone()));
+                    let note = format!("placed {} pods on {} nodes", decided.pods(), decided.nodes.len());
+                    self.actions.push(Action::Event { warning: false, reason: "Admitted".into(), note });
+                }
+                decided.clone()
+            }
+            Some(Decision::Pending { reason, message }) if record.is_none() => {
+                self.want(Want::new(QUEUED, true, reason.clone(), message.clone()), None);
+                self.want(Want::new(ADMITTED, false, "Pending", message.clone()), None);
+                return;
+            }
+            Some(Decision::Unschedulable { reason, message }) if record.is_none() => {
+                self.want(Want::new(QUEUED, false, reason.clone(), message.clone()), Some(true));
+                self.want(Want::new(ADMITTED, false, reason.clone(), message.clone()), None);
+                return;
+            }
+            _ => match record {
+                Some(r) => r,
+                None => {
+                    self.want(Want::new(QUEUED, true, "NotYetScheduled", "waiting for the next scheduling cycle"), None);
+                    return;
+                }
+            },
+        };
+        self.admitted(&record);
+    }
+
+    fn problem(&mut self, problem: &Problem) {
+        if problem.terminal {
+            self.want(Want::new(FAILED, true, problem.reason, problem.describe()), Some(true));
+            if !self.standalone() {
+                // Kubeflow owns Failed in companion mode; say it as Queued=False instead.
+                self.wants.retain(|w| w.type_ != FAILED);
+                self.want(Want::new(QUEUED, false, problem.reason, problem.describe()), None);
+            }
+        } else {
+            self.want(Want::new(QUEUED, false, problem.reason, problem.describe()), Some(true));
+        }
+        self.want(Want::new(ADMITTED, false, problem.reason, problem.describe()), None);
+    }
+
+    fn suspended(&mut self, record: Option<&AdmissionRecord>) {
+        if let Some(w) = self.inp.workload
+            && !w.suspended
+        {
+            // A JobSet is suspended in place, rendered with the placement it runs with, because the
+            // JobSet webhook rejects template changes on a running JobSet; an LWS cannot be suspended.
+            match self.kind() {
+                WorkloadKind::JobSet => {
+                    self.apply_rendered(record, false);
+                }
+                WorkloadKind::LeaderWorkerSet => self.delete_launched(),
+            }
+        }
+        if record.is_some() {
+            self.actions.push(Action::ClearAdmission);
+        }
+        self.want(Want::new(SUSPENDED, true, "Suspended", "TrainJob is suspended"), Some(false));
+        self.want(Want::new(QUEUED, false, "Suspended", "TrainJob is suspended"), None);
+        self.want(Want::new(ADMITTED, false, "Suspended", "TrainJob is suspended"), None);
+    }
+
+    fn preempted(&mut self, by: &str, was_admitted: bool) {
+        let message = format!("preempted to make room for {by}");
+        if self.standalone() {
+            self.delete_launched();
+        } else if self.inp.job.spec.0.suspend != Some(true) {
+            self.actions.push(Action::PatchTrainJob { runtime_patch: None, suspend: true });
+        }
+        if was_admitted {
+            self.actions.push(Action::ClearAdmission);
+        }
+        self.want(Want::new(ADMITTED, false, "Preempted", message.clone()), Some(true));
+        self.want(Want::new(QUEUED, true, "Preempted", message), None);
+    }
+
+    /// Renders the workload (a render error after admission is reported, never panics).
+    fn render(&mut self, record: Option<&AdmissionRecord>) -> Option<Rendered> {
+        let runtime = self.inp.runtime?;
+        let job = match self.inp.job.to_bridge() {
+            Ok(job) => job,
+            Err(e) => {
+                self.want(Want::new(FAILED, true, "InvalidSpec", e.to_string()), Some(true));
+                return None;
+            }
+        };
+        let placement = workload::placement_of(self.name(), record);
+        match workload::render(&job, runtime, self.kind(), placement) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.want(Want::new(FAILED, true, "InvalidSpec", format!("{}: {e}", e.field())), Some(true));
+                None
+            }
+        }
+    }
+
+    fn apply_rendered(&mut self, record: Option<&AdmissionRecord>, with_hostfile: bool) -> Option<Rendered> {
+        let rendered = self.render(record)?;
+        self.actions.push(Action::Apply(rendered.workload.clone()));
+        if with_hostfile
+            && !self.inp.hostfile_exists
+            && let Some(cm) = &rendered.hostfile
+        {
+            self.actions.push(Action::Apply(cm.clone()));
+        }
+        Some(rendered)
+    }
+
+    fn admitted(&mut self, record: &AdmissionRecord) {
+        let layout = if self.standalone() {
+            let launch = self.inp.workload.is_none_or(|w| w.suspended);
+            let rendered = if launch { self.apply_rendered(Some(record), true) } else { self.render(Some(record)) };
+            let Some(rendered) = rendered else { return };
+            if !launch && !self.inp.hostfile_exists && rendered.hostfile.is_some() {
+                self.actions.push(Action::Apply(rendered.hostfile.clone().expect("checked")));
+            }
+            rendered.layout
+        } else {
+            let Some(rendered) = self.render(Some(record)) else { return };
+            if self.inp.job.spec.0.suspend != Some(false) || !self.has_our_patch(&rendered.layout, record) {
+                let patch = companion_patch(self.name(), &rendered.layout, record);
+                self.actions.push(Action::PatchTrainJob { runtime_patch: Some(patch), suspend: false });
+            }
+            rendered.layout
+        };
+        if record.domain.is_none() {
+            let slots = record.slots();
+            self.actions.extend(ungate(&layout, &slots, self.inp.pods).into_iter().map(Action::Ungate));
+        }
+        let message = format!("{} pods on {} nodes (placement cost {})", record.pods(), record.nodes.len(), record.cost);
+        self.want(Want::new(ADMITTED, true, "Admitted", message), None);
+        self.want(Want::new(QUEUED, false, "Admitted", "admitted by trainyard"), None);
+        if self.standalone() && conditions::is_true(self.conditions(), SUSPENDED) {
+            self.want(Want::new(SUSPENDED, false, "Resumed", "TrainJob is resumed"), Some(false));
+        }
+    }
+
+    /// Whether the TrainJob already carries the runtime patch for this admission.
+    fn has_our_patch(&self, layout: &GangLayout, record: &AdmissionRecord) -> bool {
+        let want = Some(companion_patch(self.name(), layout, record));
+        let have = self
+            .inp
+            .job
+            .spec
+            .0
+            .runtime_patches
+            .iter()
+            .find(|p| p.manager == PATCH_MANAGER)
+            .and_then(|p| serde_json::to_value(p).ok());
+        match (want, have) {
+            (Some(w), Some(h)) => h.get("trainingRuntimeSpec") == w.get("trainingRuntimeSpec"),
+            _ => false,
+        }
+    }
+
+    fn finish(mut self) -> Vec<Action> {
+        let owned: &[&str] = if self.standalone() { &STANDALONE_OWNED } else { &COMPANION_OWNED };
+        let generation = self.inp.job.metadata.generation;
+        let merged = conditions::merge(self.conditions(), owned, &self.wants, generation, self.inp.now);
+        let current_jobs = self.inp.job.status.as_ref().map(|s| s.jobs_status.clone()).unwrap_or_default();
+        let jobs_changed = self.jobs_status.as_ref().is_some_and(|j| *j != current_jobs);
+        if merged.is_some() || jobs_changed {
+            let conditions = merged.unwrap_or_else(|| {
+                self.conditions().iter().filter(|c| owned.contains(&c.type_.as_str())).cloned().collect()
+            });
+            let jobs_status = if self.standalone() { self.jobs_status.take() } else { None };
+            self.actions.push(Action::Status { conditions, jobs_status });
+        }
+        self.actions
+    }
+}
+
+/// trainyard's `runtimePatches` entry for an admission: the gang label plus either the topology
+/// gate (pods are bound one by one) or the domain node selector, on the `node` replicated job.
+pub fn companion_patch(job_name: &str, layout: &GangLayout, record: &AdmissionRecord) -> Value {
+    let names: Vec<&str> = match layout {
+        GangLayout::JobSet(rjobs) => rjobs.iter().map(|(n, ..)| n.as_str()).collect(),
+        GangLayout::LeaderWorkerSet { .. } => vec![bridge::NODE],
+    };
+    let mut pod_spec = json!({});
+    match &record.domain {
+        Some((key, value)) => pod_spec["nodeSelector"] = json!({ key: value }),
+        None => pod_spec["schedulingGates"] = json!([{"name": trainyard_bridges::TOPOLOGY_GATE}]),
+    }
+    json!({
+        "manager": PATCH_MANAGER,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": names.iter().map(|name| json!({
+                        "name": name,
+                        "template": {
+                            "spec": {
+                                "template": {
+                                    "metadata": {"labels": {trainyard_bridges::GANG_LABEL: job_name}},
+                                    "spec": pod_spec.clone(),
+                                },
+                            },
+                        },
+                    })).collect::<Vec<_>>(),
+                },
+            },
+        },
+    })
+}

@@ -1,0 +1,121 @@
+//! The objects an admitted TrainJob is launched as: a JobSet or LeaderWorkerSet, plus the MPI hostfile.
+
+use serde_json::{Value, json};
+use trainyard_bridges::trainer as bridge;
+use trainyard_bridges::{
+    GANG_LABEL, Placement, RenderError, RenderOptions, WorkloadKind, render_jobset, render_leader_worker_set,
+    render_lws_mpi_hostfile, render_mpi_hostfile,
+};
+
+use super::admission::AdmissionRecord;
+use super::pods::GangLayout;
+
+/// What the reconciler applies for one admitted TrainJob.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    /// The JobSet or LeaderWorkerSet, as sent to the API server.
+    pub workload: Value,
+    /// The `<tj>-mpi-hostfile` ConfigMap for MPI runtimes.
+    pub hostfile: Option<Value>,
+    /// How the gang's pods are numbered.
+    pub layout: GangLayout,
+}
+
+/// A namespaced object's identity, for deletes and lookups.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ObjectRef {
+    /// `group/version` (or `v1`).
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// The workload object of a TrainJob of `kind` (same name and namespace as the TrainJob).
+pub fn workload_ref(kind: WorkloadKind, namespace: &str, name: &str) -> ObjectRef {
+    let (api_version, kind) = match kind {
+        WorkloadKind::JobSet => (trainyard_bridges::jobset::API_VERSION, "JobSet"),
+        WorkloadKind::LeaderWorkerSet => (trainyard_bridges::lws::API_VERSION, "LeaderWorkerSet"),
+    };
+    ObjectRef { api_version: api_version.into(), kind: kind.into(), namespace: namespace.into(), name: name.into() }
+}
+
+/// The MPI hostfile ConfigMap of a TrainJob.
+pub fn hostfile_ref(namespace: &str, name: &str) -> ObjectRef {
+    ObjectRef {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        namespace: namespace.into(),
+        name: format!("{name}-mpi-hostfile"),
+    }
+}
+
+/// How the pods of an admission learn where to go.
+pub fn placement_of(job_name: &str, record: Option<&AdmissionRecord>) -> Placement {
+    match record {
+        None => Placement::Unplaced,
+        Some(AdmissionRecord { domain: Some((level_key, domain)), .. }) => {
+            Placement::Domain { gang: job_name.into(), level_key: level_key.clone(), domain: domain.clone() }
+        }
+        Some(_) => Placement::Gated { gang: job_name.into() },
+    }
+}
+
+/// Renders the workload of `job` with `placement`.
+pub fn render(
+    job: &bridge::TrainJob,
+    runtime: &bridge::TrainingRuntime,
+    kind: WorkloadKind,
+    placement: Placement,
+) -> Result<Rendered, RenderError> {
+    let opts = RenderOptions { placement, pod_group_markers: false };
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let (workload, hostfile, layout) = match kind {
+        WorkloadKind::JobSet => {
+            let jobset = render_jobset(job, &runtime.spec, &opts)?;
+            let hostfile = render_mpi_hostfile(job, &runtime.spec, &jobset);
+            let rjobs = &jobset.spec.replicated_jobs;
+            let layout = GangLayout::JobSet(
+                trainyard_bridges::render::gang_replicated_jobs(rjobs)
+                    .into_iter()
+                    .map(|i| {
+                        let r = &rjobs[i];
+                        let per_job = r.template.spec.parallelism.unwrap_or(1).max(0) as u32;
+                        (r.name.clone(), r.replicas.unwrap_or(1).max(0) as u32, per_job)
+                    })
+                    .collect(),
+            );
+            (serde_json::to_value(&jobset), hostfile, layout)
+        }
+        WorkloadKind::LeaderWorkerSet => {
+            let lws = render_leader_worker_set(job, &runtime.spec, &opts)?;
+            let hostfile = render_lws_mpi_hostfile(job, &runtime.spec, &lws);
+            // The leader is a gang pod unless it is a separate launcher, which carries no gang label.
+            let leader_in_gang = lws
+                .spec
+                .leader_worker_template
+                .leader_template
+                .as_ref()
+                .is_none_or(|t| t.metadata.labels.contains_key(GANG_LABEL));
+            (serde_json::to_value(&lws), hostfile, GangLayout::LeaderWorkerSet { leader_in_gang })
+        }
+    };
+    let workload = workload.expect("rendered objects serialise");
+    let hostfile = hostfile.map(|text| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": format!("{name}-mpi-hostfile"),
+                "namespace": namespace,
+                "ownerReferences": workload["metadata"]["ownerReferences"].clone(),
+            },
+            "data": {"hostfile": text},
+        })
+    });
+    Ok(Rendered { workload, hostfile, layout })
+}
