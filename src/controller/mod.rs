@@ -4,10 +4,13 @@
 //! [`scheduler`] (the engine over a snapshot), [`plan`] (the lifecycle steps of one TrainJob) and
 //! [`pods`] (which gated pod goes to which node). The I/O modules only carry out plans.
 
+pub mod act;
 pub mod admission;
 pub mod conditions;
 pub mod intent;
+pub mod lease;
 pub mod plan;
 pub mod pods;
 pub mod scheduler;
+pub mod snapshot;
 pub mod workload;

@@ -1,0 +1,190 @@
+//! Carries out a plan against the API server: one request per step, in order, nothing decided here.
+
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use super::plan::Action;
+use super::pods::{HOSTNAME_LABEL, Ungate};
+use super::workload::ObjectRef;
+use crate::api::{ADMISSION_ANNOTATION, FIELD_MANAGER, FINALIZER, TrainJob};
+
+/// Executes plan steps with one client.
+#[derive(Clone)]
+pub struct Actor {
+    client: Client,
+    recorder: Recorder,
+}
+
+/// The `ApiResource` of an object we create, from its apiVersion and kind.
+pub fn api_resource(api_version: &str, kind: &str) -> Option<ApiResource> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let plural = match kind {
+        "JobSet" => "jobsets",
+        "LeaderWorkerSet" => "leaderworkersets",
+        "ConfigMap" => "configmaps",
+        _ => return None,
+    };
+    Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
+}
+
+fn apply_params() -> PatchParams {
+    PatchParams::apply(FIELD_MANAGER).force()
+}
+
+fn patch_params() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PatchParams::default() }
+}
+
+/// A NotFound on delete means the work is done.
+fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl Actor {
+    /// An actor reporting events as `trainyard` from `instance` (the pod name).
+    pub fn new(client: Client, instance: Option<String>) -> Actor {
+        let reporter = Reporter { controller: FIELD_MANAGER.to_string(), instance };
+        Actor { recorder: Recorder::new(client.clone(), reporter), client }
+    }
+
+    /// Carries out `actions` on `job` in order; the first failure stops the rest (they are planned
+    /// again from what the server shows on the next reconcile).
+    pub async fn run(&self, job: &TrainJob, actions: &[Action]) -> Result<(), kube::Error> {
+        for action in actions {
+            self.execute(job, action).await?;
+        }
+        Ok(())
+    }
+
+    /// Carries out one step.
+    pub async fn execute(&self, job: &TrainJob, action: &Action) -> Result<(), kube::Error> {
+        let ns = job.namespace().unwrap_or_default();
+        let name = job.name_any();
+        let jobs: Api<TrainJob> = Api::namespaced(self.client.clone(), &ns);
+        match action {
+            Action::AddFinalizer => {
+                let patch = match &job.metadata.finalizers {
+                    None => json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]),
+                    Some(current) => json!([
+                        {"op": "test", "path": "/metadata/finalizers", "value": current},
+                        {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+                    ]),
+                };
+                jobs.patch(&name, &patch_params(), &Patch::Json::<()>(serde_json::from_value(patch).expect("a patch")))
+                    .await?;
+            }
+            Action::RemoveFinalizer => {
+                let Some(i) = job.finalizers().iter().position(|f| f == FINALIZER) else { return Ok(()) };
+                let patch = json!([
+                    {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER},
+                    {"op": "remove", "path": format!("/metadata/finalizers/{i}")},
+                ]);
+                let r = jobs
+                    .patch(&name, &patch_params(), &Patch::Json::<()>(serde_json::from_value(patch).expect("a patch")))
+                    .await;
+                ignore_not_found(r)?;
+            }
+            Action::RecordAdmission(record) => {
+                let patch = json!({"metadata": {"annotations": {ADMISSION_ANNOTATION: record.encode()}}});
+                jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await?;
+            }
+            Action::ClearAdmission => {
+                let patch = json!({"metadata": {"annotations": {ADMISSION_ANNOTATION: null}}});
+                jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await?;
+            }
+            Action::Apply(object) => self.apply(object).await?,
+            Action::Delete(target) => self.delete(target).await?,
+            Action::Ungate(u) => self.ungate(&ns, u).await?,
+            Action::Status { conditions, jobs_status } => {
+                let mut status = json!({"conditions": conditions});
+                if let Some(j) = jobs_status {
+                    status["jobsStatus"] = json!(j);
+                }
+                let body = json!({
+                    "apiVersion": TrainJob::api_version(&()),
+                    "kind": TrainJob::kind(&()),
+                    "status": status,
+                });
+                jobs.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
+            }
+            Action::PatchTrainJob { runtime_patch, suspend } => {
+                let mut spec = json!({"suspend": suspend});
+                if let Some(p) = runtime_patch {
+                    spec["runtimePatches"] = json!([p]);
+                }
+                let body = json!({
+                    "apiVersion": TrainJob::api_version(&()),
+                    "kind": TrainJob::kind(&()),
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": spec,
+                });
+                jobs.patch(&name, &apply_params(), &Patch::Apply(&body)).await?;
+            }
+            Action::Event { warning, reason, note } => {
+                let event = Event {
+                    type_: if *warning { EventType::Warning } else { EventType::Normal },
+                    reason: reason.clone(),
+                    note: Some(note.clone()),
+                    action: "Schedule".into(),
+                    secondary: None,
+                };
+                let reference: ObjectReference = job.object_ref(&());
+                // Events are best effort: a refused event must not stop the lifecycle.
+                if let Err(e) = self.recorder.publish(&event, &reference).await {
+                    tracing::warn!(job = %job.key(), error = %e, "event not recorded");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, object: &Value) -> Result<(), kube::Error> {
+        let field = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let meta = |k: &str| object["metadata"].get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let Some(ar) = api_resource(&field("apiVersion"), &field("kind")) else {
+            return Err(kube::Error::Service(format!("no API resource for {}", field("kind")).into()));
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &meta("namespace"), &ar);
+        api.patch(&meta("name"), &apply_params(), &Patch::Apply(object)).await?;
+        Ok(())
+    }
+
+    async fn delete(&self, target: &ObjectRef) -> Result<(), kube::Error> {
+        let Some(ar) = api_resource(&target.api_version, &target.kind) else { return Ok(()) };
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &target.namespace, &ar);
+        ignore_not_found(api.delete(&target.name, &DeleteParams::background()).await)
+    }
+
+    async fn ungate(&self, namespace: &str, u: &Ungate) -> Result<(), kube::Error> {
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let patch = ungate_patch(u);
+        let r = pods
+            .patch(&u.pod, &patch_params(), &Patch::Json::<()>(serde_json::from_value(patch).expect("a patch")))
+            .await;
+        // A pod deleted meanwhile is replaced by one the next reconcile sees.
+        ignore_not_found(r)
+    }
+}
+
+/// The JSON patch that binds a gated pod: the gate is checked by name before it is removed, so a
+/// pod whose gates changed meanwhile fails the patch instead of losing another gate.
+pub fn ungate_patch(u: &Ungate) -> Value {
+    let gate = format!("/spec/schedulingGates/{}", u.gate_index);
+    let selector = if u.has_node_selector {
+        json!({"op": "add", "path": format!("/spec/nodeSelector/{}", HOSTNAME_LABEL.replace('/', "~1")), "value": u.node})
+    } else {
+        json!({"op": "add", "path": "/spec/nodeSelector", "value": {HOSTNAME_LABEL: u.node}})
+    };
+    json!([
+        {"op": "test", "path": format!("{gate}/name"), "value": trainyard_bridges::TOPOLOGY_GATE},
+        {"op": "remove", "path": gate},
+        selector,
+    ])
+}

@@ -1,0 +1,194 @@
+//! From cached API objects to the scheduler's inputs: the cluster, the policy and each TrainJob's entry.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use serde_json::{Value, json};
+use trainyard_bridges::trainer as bridge;
+use trainyard_policies::PolicyConfig;
+use trainyard_topology::sources::k8s_nodes;
+use trainyard_topology::{Cluster, Topology as Tree};
+
+use super::intent::{GangIntent, IntentContext, Problem, gang_intent};
+use super::plan::{Mode, recorded};
+use super::scheduler::{JobEntry, JobState};
+use crate::api::{ClusterTrainingRuntime, Queue, TopologySpec, TrainJob, TrainingRuntime};
+
+/// The runtimes a TrainJob may name: namespaced ones by `(namespace, name)`, cluster ones by name.
+#[derive(Clone, Debug, Default)]
+pub struct Runtimes {
+    /// `TrainingRuntime`s.
+    pub namespaced: BTreeMap<(String, String), bridge::TrainingRuntime>,
+    /// `ClusterTrainingRuntime`s.
+    pub cluster: BTreeMap<String, bridge::TrainingRuntime>,
+}
+
+impl Runtimes {
+    /// Indexes the runtimes of the caches (objects that do not convert are left out).
+    pub fn index<'a>(
+        namespaced: impl IntoIterator<Item = &'a TrainingRuntime>,
+        cluster: impl IntoIterator<Item = &'a ClusterTrainingRuntime>,
+    ) -> Runtimes {
+        let mut out = Runtimes::default();
+        for r in namespaced {
+            if let Ok(b) = r.to_bridge() {
+                let key = (r.metadata.namespace.clone().unwrap_or_default(), r.metadata.name.clone().unwrap_or_default());
+                out.namespaced.insert(key, b);
+            }
+        }
+        for r in cluster {
+            if let Ok(b) = r.to_bridge() {
+                out.cluster.insert(r.metadata.name.clone().unwrap_or_default(), b);
+            }
+        }
+        out
+    }
+
+    /// The runtime `job` names, or why there is none.
+    pub fn resolve(&self, job: &bridge::TrainJob) -> Result<&bridge::TrainingRuntime, Problem> {
+        let r = &job.spec.runtime_ref;
+        let kind = r.kind.as_deref().unwrap_or(bridge::CLUSTER_TRAINING_RUNTIME);
+        let found = match kind {
+            bridge::TRAINING_RUNTIME => {
+                let ns = job.metadata.namespace.clone().unwrap_or_default();
+                self.namespaced.get(&(ns, r.name.clone()))
+            }
+            _ => self.cluster.get(&r.name),
+        };
+        found.ok_or_else(|| Problem {
+            reason: "RuntimeNotFound",
+            field: "spec.runtimeRef.name".into(),
+            message: format!("{kind} {:?} does not exist", r.name),
+            terminal: false,
+        })
+    }
+}
+
+/// The gang a TrainJob asks for, with its runtime, or the problem that stops it.
+pub fn intent_of<'r>(
+    job: &TrainJob,
+    runtimes: &'r Runtimes,
+    ctx: &IntentContext<'_>,
+) -> (Result<GangIntent, Problem>, Option<&'r bridge::TrainingRuntime>) {
+    let bridge_job = match job.to_bridge() {
+        Ok(j) => j,
+        Err(e) => {
+            let p = Problem { reason: "InvalidSpec", field: "spec".into(), message: e.to_string(), terminal: true };
+            return (Err(p), None);
+        }
+    };
+    match runtimes.resolve(&bridge_job) {
+        Err(p) => (Err(p), None),
+        Ok(runtime) => (gang_intent(&bridge_job, runtime, ctx), Some(runtime)),
+    }
+}
+
+/// Seconds since the epoch of the TrainJob's creation (0 when unset).
+pub fn created_s(job: &TrainJob) -> u64 {
+    job.metadata.creation_timestamp.as_ref().map_or(0, |t| u64::try_from(t.0.as_second()).unwrap_or(0))
+}
+
+/// What the scheduling loop should do with a TrainJob.
+pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mode) -> JobEntry {
+    let finished = job.has_true(super::conditions::COMPLETE) || job.has_true(super::conditions::FAILED);
+    let suspended = job.spec.0.suspend == Some(true);
+    let record = recorded(job);
+    let state = match (intent, record) {
+        _ if job.metadata.deletion_timestamp.is_some() || finished => JobState::Inactive,
+        (Err(_), _) => JobState::Inactive,
+        (Ok(_), None) if mode == Mode::Standalone && suspended => JobState::Inactive,
+        (Ok(_), Some(_)) if mode == Mode::Standalone && suspended => JobState::Inactive,
+        // In companion mode a TrainJob waits suspended; one running without a record is not ours.
+        (Ok(_), None) if mode == Mode::Companion && !suspended => JobState::Inactive,
+        (Ok(i), Some(r)) => JobState::Admitted(i.clone(), r),
+        (Ok(i), None) => JobState::Waiting(i.clone()),
+    };
+    JobEntry { key: job.key(), uid: job.metadata.uid.clone().unwrap_or_default(), created: created_s(job), state }
+}
+
+/// The cluster tree read from the nodes as the Topology object describes them; nodes outside its
+/// node selector, not Ready or cordoned are left out (as Kueue does).
+pub fn cluster_from_nodes(nodes: &[&Node], topology: &TopologySpec) -> Result<Cluster, String> {
+    let items: Vec<Value> = nodes
+        .iter()
+        .filter(|n| {
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            topology.node_selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .map(|n| serde_json::to_value(n).unwrap_or(Value::Null))
+        .collect();
+    let text = json!({"apiVersion": "v1", "kind": "NodeList", "items": items}).to_string();
+    let loaded =
+        k8s_nodes::parse(&text, "the Node cache", &topology.node_list_options()).map_err(|e| e.to_string())?;
+    let tree = Tree::build(&loaded.spec).map_err(|e| e.to_string())?;
+    Ok(Cluster::new(tree))
+}
+
+/// The policy file with the Queue objects added to its `queues:` (a Queue replaces a file entry of
+/// the same name). The combination is checked by the policy file's own rules, so a bad Queue gets
+/// the same error a bad file entry would, naming the queue.
+pub fn policy_with_queues(base_text: &str, base_name: &str, queues: &[&Queue]) -> Result<PolicyConfig, String> {
+    let mut doc: Value = if base_text.trim().is_empty() {
+        json!({})
+    } else {
+        serde_saphyr::from_str(base_text).map_err(|e| format!("{base_name}: {e}"))?
+    };
+    if !doc.is_object() {
+        return Err(format!("{base_name}: the policy must be a mapping"));
+    }
+    let mut entries: Vec<Value> = doc.get("queues").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut sorted: Vec<&&Queue> = queues.iter().collect();
+    sorted.sort_by_key(|q| q.metadata.name.clone());
+    for q in sorted {
+        let entry = q.to_policy_entry();
+        entries.retain(|e| e.get("name") != entry.get("name"));
+        entries.push(entry);
+    }
+    doc["queues"] = Value::Array(entries.clone());
+    let text = doc.to_string();
+    PolicyConfig::from_yaml(&text, "policy + Queue objects").map_err(|e| {
+        let message = e.to_string();
+        // Point at the queue by name rather than at a list index the user never wrote.
+        match queue_index(&message).and_then(|i| entries.get(i)).and_then(|e| e.get("name")).and_then(Value::as_str) {
+            Some(name) => format!("Queue {name}: {message}"),
+            None => message,
+        }
+    })
+}
+
+fn queue_index(message: &str) -> Option<usize> {
+    let start = message.find("queues[")? + "queues[".len();
+    let end = message[start..].find(']')? + start;
+    message[start..end].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::QueueSpec;
+
+    fn queue(name: &str, parent: Option<&str>, gpus: u64) -> Queue {
+        let mut q = Queue::new(name, QueueSpec { parent: parent.map(Into::into), ..QueueSpec::default() });
+        q.spec.nominal.gpus = Some(gpus);
+        q
+    }
+
+    #[test]
+    fn queue_objects_join_the_policy_file() {
+        let base = "backfill: easy\nqueues:\n  - {name: a, nominal: {gpus: 8}}\n";
+        let (root, child) = (queue("org", None, 16), queue("a", Some("org"), 4));
+        let policy = policy_with_queues(base, "policy.yaml", &[&root, &child]).unwrap();
+        let names: Vec<&str> = policy.queues.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(names, vec!["a", "org"]);
+        assert_eq!(policy.queues[0].nominal.gpus, Some(4), "the Queue object replaces the file entry");
+        assert_eq!(policy.queues[0].parent.as_deref(), Some("org"));
+    }
+
+    #[test]
+    fn a_bad_queue_is_named() {
+        let (a, b) = (queue("a", Some("b"), 1), queue("b", Some("a"), 1));
+        let err = policy_with_queues("", "policy.yaml", &[&a, &b]).unwrap_err();
+        assert!(err.contains("cycle"), "{err}");
+        assert!(err.starts_with("Queue "), "{err}");
+    }
+}
