@@ -16,8 +16,7 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str, RenderOptions)> {
     let rack = |gang: &str, domain: &str| RenderOptions {
         placement: Placement::Domain {
             gang: gang.into(),
-            level_key: "topology.example.org/rack".into(),
-            domain: domain.into(),
+            selector: vec![("topology.example.org/rack".into(), domain.into())],
         },
         pod_group_markers: false,
     };

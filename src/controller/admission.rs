@@ -11,9 +11,10 @@ pub struct AdmissionRecord {
     /// Hosts with their pod counts, in the order pods are bound (by replicated job, job and
     /// completion index).
     pub nodes: Vec<(String, u32)>,
-    /// Set when the pods get a domain node selector instead of per-pod binding: `(label key, value)`.
+    /// Set when the pods get a domain node selector instead of per-pod binding: the label key and
+    /// value of the domain and of each level above it, outermost first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub domain: Option<(String, String)>,
+    pub domain: Option<Vec<(String, String)>>,
     /// Admission time, seconds since the Unix epoch.
     pub at: u64,
     /// Placement cost under trainyard's cost model when it was decided.

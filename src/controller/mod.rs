@@ -7,10 +7,14 @@
 pub mod act;
 pub mod admission;
 pub mod conditions;
+pub mod http;
 pub mod intent;
 pub mod lease;
+pub mod metrics;
 pub mod plan;
+pub mod run;
 pub mod pods;
 pub mod scheduler;
 pub mod snapshot;
+pub mod views;
 pub mod workload;

@@ -408,7 +408,11 @@ pub fn companion_patch(job_name: &str, layout: &GangLayout, record: &AdmissionRe
     };
     let mut pod_spec = json!({});
     match &record.domain {
-        Some((key, value)) => pod_spec["nodeSelector"] = json!({ key: value }),
+        Some(selector) => {
+            let map: serde_json::Map<String, Value> =
+                selector.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+            pod_spec["nodeSelector"] = Value::Object(map);
+        }
         None => pod_spec["schedulingGates"] = json!([{"name": trainyard_bridges::TOPOLOGY_GATE}]),
     }
     json!({

@@ -96,6 +96,8 @@ pub struct SchedulingLoop {
     /// uid and `namespace/name` of each gang.
     keys: BTreeMap<GangId, (String, String)>,
     rejected: BTreeMap<String, Decision>,
+    /// Gangs whose pods get a domain node selector: the required level.
+    domain_level: BTreeMap<GangId, String>,
     next_id: u64,
     last_now: u64,
 }
@@ -112,6 +114,7 @@ impl SchedulingLoop {
             ids: BTreeMap::new(),
             keys: BTreeMap::new(),
             rejected: BTreeMap::new(),
+            domain_level: BTreeMap::new(),
             next_id: 0,
             last_now: 0,
         })
@@ -148,7 +151,7 @@ impl SchedulingLoop {
                     }
                 }
                 for a in &cycle.admitted {
-                    let record = self.record(&a.placement, now);
+                    let record = self.record(a.id, &a.placement, now);
                     stats.admitted += 1;
                     stats.costs.push(record.cost);
                     self.set_tracked(a.id, Tracked::Running { decided: Some(record.clone()) });
@@ -190,6 +193,7 @@ impl SchedulingLoop {
         for uid in gone {
             let Some((id, _)) = self.ids.remove(&uid) else { continue };
             self.keys.remove(&id);
+            self.domain_level.remove(&id);
             // Either call may find the gang in the other state; the one that matches releases it.
             if self.engine.finish(id, now).is_err() {
                 let _ = self.engine.cancel_pending(id);
@@ -277,6 +281,12 @@ impl SchedulingLoop {
 
     fn track(&mut self, job: &JobEntry, tracked: Tracked) {
         let id = GangId(self.next_id - 1);
+        if let JobState::Waiting(intent) | JobState::Admitted(intent, _) = &job.state
+            && intent.domain_mode
+            && let trainyard_topology::TopologyRequest::Required(level) = &intent.shape.topology
+        {
+            self.domain_level.insert(id, level.clone());
+        }
         self.ids.insert(job.uid.clone(), (id, tracked));
         self.keys.insert(id, (job.uid.clone(), job.key.clone()));
     }
@@ -289,10 +299,19 @@ impl SchedulingLoop {
         }
     }
 
-    fn record(&self, placement: &trainyard_topology::Placement, now: u64) -> AdmissionRecord {
+    fn record(&self, id: GangId, placement: &trainyard_topology::Placement, now: u64) -> AdmissionRecord {
         let topo = self.engine.cluster().topology();
         let nodes = placement.per_host().into_iter().map(|(h, n)| (topo.host_name(h).to_string(), n)).collect();
-        AdmissionRecord { nodes, domain: None, at: now, cost: placement.cost }
+        // Levels are named by their node label keys, so each enclosing domain is a selector term.
+        let domain = self.domain_level.get(&id).and_then(|level| {
+            let depth = topo.level_depth(level).ok()?;
+            let host = topo.host_domain(*placement.hosts.first()?);
+            let selector = (1..=depth)
+                .map(|d| (topo.levels()[usize::from(d) - 1].clone(), topo.domain(topo.ancestor_at(host, d)).name.clone()))
+                .collect();
+            Some(selector)
+        });
+        AdmissionRecord { nodes, domain, at: now, cost: placement.cost }
     }
 }
 

@@ -57,8 +57,8 @@ pub fn hostfile_ref(namespace: &str, name: &str) -> ObjectRef {
 pub fn placement_of(job_name: &str, record: Option<&AdmissionRecord>) -> Placement {
     match record {
         None => Placement::Unplaced,
-        Some(AdmissionRecord { domain: Some((level_key, domain)), .. }) => {
-            Placement::Domain { gang: job_name.into(), level_key: level_key.clone(), domain: domain.clone() }
+        Some(AdmissionRecord { domain: Some(selector), .. }) => {
+            Placement::Domain { gang: job_name.into(), selector: selector.clone() }
         }
         Some(_) => Placement::Gated { gang: job_name.into() },
     }
@@ -112,6 +112,7 @@ pub fn render(
             "metadata": {
                 "name": format!("{name}-mpi-hostfile"),
                 "namespace": namespace,
+                "labels": {GANG_LABEL: name},
                 "ownerReferences": workload["metadata"]["ownerReferences"].clone(),
             },
             "data": {"hostfile": text},

@@ -33,14 +33,13 @@ pub enum Placement {
         /// Gang name.
         gang: String,
     },
-    /// The whole gang sits in one topology domain: pods get `nodeSelector{level_key: domain}` and the label.
+    /// The whole gang sits in one topology domain: pods get a node selector with the domain's label
+    /// and those of its enclosing domains (a rack name may repeat across blocks), plus the gang label.
     Domain {
         /// Gang name.
         gang: String,
-        /// Node label key of the topology level (e.g. a rack label).
-        level_key: String,
-        /// Domain name (the label value).
-        domain: String,
+        /// Node label key and value of the domain and of each enclosing level, outermost first.
+        selector: Vec<(String, String)>,
     },
 }
 
@@ -350,9 +349,11 @@ fn stamp_pod(
             pod.metadata.labels.insert(GANG_LABEL.into(), gang.clone());
             pod.spec.ensure_scheduling_gate(TOPOLOGY_GATE);
         }
-        Placement::Domain { gang, level_key, domain } => {
+        Placement::Domain { gang, selector } => {
             pod.metadata.labels.insert(GANG_LABEL.into(), gang.clone());
-            pod.spec.node_selector.insert(level_key.clone(), domain.clone());
+            for (key, value) in selector {
+                pod.spec.node_selector.insert(key.clone(), value.clone());
+            }
         }
     }
 }

@@ -1,0 +1,88 @@
+//! Prometheus metrics: queue depth, admission latency, placement cost, preemptions, reconcile errors.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label of per-queue series.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabel {
+    /// Queue name.
+    pub queue: String,
+}
+
+/// All of trainyard's metrics, registered once.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Pending TrainJobs per queue after the last cycle.
+    pub queue_depth: Family<QueueLabel, Gauge>,
+    /// Seconds from TrainJob creation to admission.
+    pub admission_latency: Histogram,
+    /// Placement cost of each admission under trainyard's cost model.
+    pub placement_cost: Histogram,
+    /// Admissions.
+    pub admissions: Counter,
+    /// Preemptions.
+    pub preemptions: Counter,
+    /// Reconciles that failed (retried with backoff).
+    pub reconcile_errors: Counter,
+    /// Duration of one scheduling cycle, seconds.
+    pub cycle_seconds: Histogram,
+    /// 1 while this replica holds the leader lease.
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        let mut registry = Registry::with_prefix("trainyard");
+        let m = Metrics {
+            queue_depth: Family::default(),
+            admission_latency: Histogram::new(exponential_buckets(1.0, 2.0, 20)),
+            placement_cost: Histogram::new(exponential_buckets(64.0, 4.0, 12)),
+            admissions: Counter::default(),
+            preemptions: Counter::default(),
+            reconcile_errors: Counter::default(),
+            cycle_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 20)),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("queue_pending", "Pending TrainJobs per queue", m.queue_depth.clone());
+        registry.register("admission_latency_seconds", "TrainJob creation to admission", m.admission_latency.clone());
+        registry.register("placement_cost", "Placement cost of admitted gangs", m.placement_cost.clone());
+        registry.register("admissions", "Gangs admitted", m.admissions.clone());
+        registry.register("preemptions", "Gangs preempted", m.preemptions.clone());
+        registry.register("reconcile_errors", "Failed reconciles (retried)", m.reconcile_errors.clone());
+        registry.register("cycle_duration_seconds", "Scheduling cycle duration", m.cycle_seconds.clone());
+        registry.register("leader", "1 while this replica holds the lease", m.leader.clone());
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// The text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_with_the_prefix() {
+        let m = Metrics::default();
+        m.admissions.inc();
+        m.queue_depth.get_or_create(&QueueLabel { queue: "team-a".into() }).set(3);
+        let text = m.render();
+        assert!(text.contains("trainyard_admissions_total 1"), "{text}");
+        assert!(text.contains("trainyard_queue_pending{queue=\"team-a\"} 3"), "{text}");
+    }
+}

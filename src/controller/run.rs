@@ -1,0 +1,454 @@
+//! The controller process: caches, leader election, the scheduling loop and the TrainJob reconcilers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::runtime::controller::{Action as Requeue, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+use trainyard_bridges::{GANG_LABEL, WorkloadKind};
+use trainyard_policies::PolicyConfig;
+
+use super::act::{Actor, api_resource};
+use super::http::{self, Health};
+use super::intent::IntentContext;
+use super::lease::LeaseLock;
+use super::metrics::{Metrics, QueueLabel};
+use super::plan::{Inputs, Mode, plan};
+use super::scheduler::{Decision, JobEntry, SchedulingLoop};
+use super::snapshot::{Runtimes, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues};
+use super::views::{pod_view, workload_view};
+use crate::api::{ClusterTrainingRuntime, Queue, Topology, TopologySpec, TrainJob, TrainingRuntime};
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Standalone or companion.
+    pub mode: Mode,
+    /// The policy file's text (global settings and queues; Queue objects are added to it).
+    pub policy_text: String,
+    /// Its name, for errors.
+    pub policy_name: String,
+    /// Name of the Topology object to use; without one, hosts (and NVLink cliques) only.
+    pub topology: String,
+    /// Time between scheduling cycles.
+    pub cycle: Duration,
+    /// Where `/metrics` is served.
+    pub metrics_bind: SocketAddr,
+    /// Where `/healthz` and `/readyz` are served.
+    pub health_bind: SocketAddr,
+    /// Leader election; `None` runs as the only replica.
+    pub lease: Option<LeaseLock>,
+    /// Pod name, for events.
+    pub identity: String,
+}
+
+/// Why a reconcile failed; it is retried with exponential backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The API server refused or failed a request.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+struct Ctx {
+    settings: Settings,
+    actor: Actor,
+    decisions: Mutex<BTreeMap<String, Decision>>,
+    policy: Mutex<PolicyConfig>,
+    gpu_resource: Mutex<String>,
+    failures: Mutex<HashMap<String, u32>>,
+    metrics: Arc<Metrics>,
+    runtimes: Store<TrainingRuntime>,
+    cluster_runtimes: Store<ClusterTrainingRuntime>,
+    jobsets: Store<DynamicObject>,
+    lws: Option<Store<DynamicObject>>,
+    pods: Store<Pod>,
+    configmaps: Store<ConfigMap>,
+}
+
+/// A cache of `K` fed by a watch, and the task that keeps it current.
+fn cache<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, impl Future<Output = ()> + Send)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
+    (reader, stream.for_each(|event| async move {
+        if let Err(e) = event {
+            tracing::warn!(error = %e, "watch failed; retrying with backoff");
+        }
+    }))
+}
+
+/// A cache of objects of a kind known only at runtime.
+fn dynamic_cache(
+    client: Client,
+    ar: ApiResource,
+    config: watcher::Config,
+) -> (Store<DynamicObject>, impl Future<Output = ()> + Send + 'static) {
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let writer = reflector::store::Writer::new(ar);
+    let reader = writer.as_reader();
+    let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
+    (reader, stream.for_each(|event| async move {
+        if let Err(e) = event {
+            tracing::warn!(error = %e, "watch failed; retrying with backoff");
+        }
+    }))
+}
+
+/// Whether the server serves `ar` (a CRD that may not be installed).
+async fn served(client: &Client, ar: &ApiResource) -> bool {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    api.list(&ListParams::default().limit(1)).await.is_ok()
+}
+
+/// Runs the controller until the process is stopped.
+pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
+    let metrics = Arc::new(Metrics::default());
+    let health = Arc::new(Health::default());
+    let (mb, hb) = (settings.metrics_bind, settings.health_bind);
+    let mrouter = http::metrics_router(metrics.clone());
+    let hrouter = http::health_router(health.clone());
+    tokio::spawn(async move { http::serve(mb, mrouter).await.map_err(|e| tracing::error!(error = %e, "metrics server")) });
+    tokio::spawn(async move { http::serve(hb, hrouter).await.map_err(|e| tracing::error!(error = %e, "health server")) });
+
+    if let Some(lock) = settings.lease.clone() {
+        acquire_leadership(client.clone(), lock, metrics.clone()).await;
+    } else {
+        metrics.leader.set(1);
+    }
+
+    let policy = PolicyConfig::from_yaml(&settings.policy_text, &settings.policy_name)?;
+    let all = watcher::Config::default();
+    let gang = watcher::Config::default().labels(GANG_LABEL);
+    let (runtimes, t1) = cache(Api::<TrainingRuntime>::all(client.clone()), all.clone());
+    let (cluster_runtimes, t2) = cache(Api::<ClusterTrainingRuntime>::all(client.clone()), all.clone());
+    let (queues, t3) = cache(Api::<Queue>::all(client.clone()), all.clone());
+    let (topologies, t4) = cache(Api::<Topology>::all(client.clone()), all.clone());
+    let (nodes, t5) = cache(Api::<Node>::all(client.clone()), all.clone());
+    let (pods, t6) = cache(Api::<Pod>::all(client.clone()), gang.clone());
+    let (configmaps, t7) = cache(Api::<ConfigMap>::all(client.clone()), gang);
+    tokio::spawn(t1);
+    tokio::spawn(t2);
+    tokio::spawn(t3);
+    tokio::spawn(t4);
+    tokio::spawn(t5);
+    tokio::spawn(t6);
+    tokio::spawn(t7);
+    let jobset_ar = api_resource(trainyard_bridges::jobset::API_VERSION, "JobSet").expect("known kind");
+    let lws_ar = api_resource(trainyard_bridges::lws::API_VERSION, "LeaderWorkerSet").expect("known kind");
+    let (jobsets, t8) = dynamic_cache(client.clone(), jobset_ar.clone(), all.clone());
+    tokio::spawn(t8);
+    let lws = if served(&client, &lws_ar).await {
+        let (store, task) = dynamic_cache(client.clone(), lws_ar.clone(), all.clone());
+        tokio::spawn(task);
+        Some(store)
+    } else {
+        tracing::info!("LeaderWorkerSet is not served; runtimes asking for it will fail to launch");
+        None
+    };
+    for ready in [runtimes.wait_until_ready().await, cluster_runtimes.wait_until_ready().await] {
+        ready?;
+    }
+    queues.wait_until_ready().await?;
+    topologies.wait_until_ready().await?;
+    nodes.wait_until_ready().await?;
+    pods.wait_until_ready().await?;
+
+    let ctx = Arc::new(Ctx {
+        actor: Actor::new(client.clone(), Some(settings.identity.clone())),
+        settings,
+        decisions: Mutex::new(BTreeMap::new()),
+        policy: Mutex::new(policy),
+        gpu_resource: Mutex::new(trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE.to_string()),
+        failures: Mutex::new(HashMap::new()),
+        metrics: metrics.clone(),
+        runtimes,
+        cluster_runtimes,
+        jobsets,
+        lws,
+        pods,
+        configmaps,
+    });
+    let (trigger_tx, trigger_rx) = mpsc::channel::<ObjectRef<TrainJob>>(1024);
+    let jobs_api = Api::<TrainJob>::all(client.clone());
+    let controller = Controller::new(jobs_api, watcher::Config::default())
+        .owns_with(Api::<DynamicObject>::all_with(client.clone(), &jobset_ar), jobset_ar.clone(), watcher::Config::default())
+        .reconcile_on(tokio_stream_from(trigger_rx))
+        .shutdown_on_signal();
+    let jobs = controller.store();
+    health.ready.store(true, Ordering::Relaxed);
+    tokio::spawn(scheduling_loop(ctx.clone(), jobs, nodes, queues, topologies, trigger_tx));
+    controller
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "reconcile");
+            }
+        })
+        .await;
+    Ok(())
+}
+
+/// An mpsc receiver as a stream.
+fn tokio_stream_from<T: Send + 'static>(mut rx: mpsc::Receiver<T>) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
+}
+
+/// Blocks until this replica holds the lease, then keeps renewing it in the background; a replica
+/// that cannot renew before the lease runs out exits so that it never acts without the lease.
+async fn acquire_leadership(client: Client, lock: LeaseLock, metrics: Arc<Metrics>) {
+    let retry = Duration::from_secs(u64::try_from(lock.duration_s / 3).unwrap_or(5).max(1));
+    loop {
+        match lock.try_acquire(client.clone(), Timestamp::now()).await {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "lease"),
+        }
+        tokio::time::sleep(retry).await;
+    }
+    tracing::info!(identity = %lock.identity, "leading");
+    metrics.leader.set(1);
+    tokio::spawn(async move {
+        let mut last_renewal = Instant::now();
+        loop {
+            tokio::time::sleep(retry).await;
+            match lock.try_acquire(client.clone(), Timestamp::now()).await {
+                Ok(true) => last_renewal = Instant::now(),
+                Ok(false) => {
+                    tracing::error!("lost the lease to another replica; exiting");
+                    std::process::exit(1);
+                }
+                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+            }
+            if last_renewal.elapsed() > Duration::from_secs(u64::try_from(lock.duration_s).unwrap_or(15)) {
+                tracing::error!("could not renew the lease in time; exiting");
+                std::process::exit(1);
+            }
+        }
+    });
+}
+
+/// What changes the cluster tree: node names, labels, allocatable and schedulability.
+fn nodes_fingerprint(nodes: &[Arc<Node>]) -> u64 {
+    let mut h = DefaultHasher::new();
+    let mut keyed: Vec<&Arc<Node>> = nodes.iter().collect();
+    keyed.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for n in keyed {
+        n.metadata.name.hash(&mut h);
+        n.metadata.labels.hash(&mut h);
+        if let Some(s) = &n.spec {
+            s.unschedulable.hash(&mut h);
+        }
+        if let Some(st) = &n.status {
+            st.allocatable.as_ref().map(|a| a.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect::<Vec<_>>()).hash(&mut h);
+            st.conditions
+                .as_ref()
+                .map(|c| c.iter().map(|c| (c.type_.clone(), c.status.clone())).collect::<Vec<_>>())
+                .hash(&mut h);
+        }
+    }
+    h.finish()
+}
+
+fn objects_fingerprint<K: Resource>(objects: &[Arc<K>]) -> u64 {
+    let mut h = DefaultHasher::new();
+    let mut keyed: Vec<(String, String)> = objects
+        .iter()
+        .map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().resource_version.clone().unwrap_or_default()))
+        .collect();
+    keyed.sort();
+    keyed.hash(&mut h);
+    h.finish()
+}
+
+async fn scheduling_loop(
+    ctx: Arc<Ctx>,
+    jobs: Store<TrainJob>,
+    nodes: Store<Node>,
+    queues: Store<Queue>,
+    topologies: Store<Topology>,
+    trigger: mpsc::Sender<ObjectRef<TrainJob>>,
+) {
+    let mut sched: Option<(u64, SchedulingLoop)> = None;
+    let mut interval = tokio::time::interval(ctx.settings.cycle);
+    loop {
+        interval.tick().await;
+        let started = Instant::now();
+        let node_list = nodes.state();
+        let queue_list = queues.state();
+        let topology_list = topologies.state();
+        let fingerprint = nodes_fingerprint(&node_list) ^ objects_fingerprint(&queue_list).rotate_left(1)
+            ^ objects_fingerprint(&topology_list).rotate_left(2);
+        if sched.as_ref().is_none_or(|(fp, _)| *fp != fingerprint) {
+            let spec = topology_list
+                .iter()
+                .find(|t| t.metadata.name.as_deref() == Some(ctx.settings.topology.as_str()))
+                .map(|t| t.spec.clone())
+                .unwrap_or_else(|| TopologySpec { levels: vec![], ..TopologySpec::default() });
+            let node_refs: Vec<&Node> = node_list.iter().map(|n| n.as_ref()).collect();
+            let queue_refs: Vec<&Queue> = queue_list.iter().map(|q| q.as_ref()).collect();
+            let built = cluster_from_nodes(&node_refs, &spec).and_then(|cluster| {
+                let policy = policy_with_queues(&ctx.settings.policy_text, &ctx.settings.policy_name, &queue_refs)?;
+                let looped = SchedulingLoop::new(cluster, policy.clone()).map_err(|e| e.to_string())?;
+                Ok((policy, looped))
+            });
+            match built {
+                Ok((policy, looped)) => {
+                    *ctx.policy.lock().expect("lock") = policy;
+                    *ctx.gpu_resource.lock().expect("lock") = spec.node_list_options().gpu_resource;
+                    sched = Some((fingerprint, looped));
+                    tracing::info!(nodes = node_list.len(), queues = queue_list.len(), "cluster and quotas rebuilt");
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot build the cluster or quotas; keeping the previous ones");
+                    if let Some((fp, _)) = sched.as_mut() {
+                        *fp = fingerprint;
+                    }
+                }
+            }
+        }
+        let Some((_, looped)) = sched.as_mut() else { continue };
+        let runtimes = Runtimes::index(
+            ctx.runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
+            ctx.cluster_runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
+        );
+        let policy = ctx.policy.lock().expect("lock").clone();
+        let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
+        let intent_ctx = IntentContext { policy: &policy, gpu_resource: &gpu_resource };
+        let job_list = jobs.state();
+        let entries: Vec<JobEntry> = job_list
+            .iter()
+            .map(|j| job_entry(j, &intent_of(j, &runtimes, &intent_ctx).0, ctx.settings.mode))
+            .collect();
+        let now = u64::try_from(Timestamp::now().as_second()).unwrap_or(0);
+        let (decisions, stats) = looped.cycle(&entries, now);
+        record_metrics(&ctx.metrics, &stats, &job_list, &decisions, now);
+        ctx.metrics.cycle_seconds.observe(started.elapsed().as_secs_f64());
+        let changed: Vec<String> = {
+            let mut current = ctx.decisions.lock().expect("lock");
+            let changed = decisions.iter().filter(|(k, d)| current.get(*k) != Some(*d)).map(|(k, _)| k.clone()).collect();
+            *current = decisions;
+            changed
+        };
+        for key in changed {
+            let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+            // A full channel only delays the reconcile to the next change or resync.
+            let _ = trigger.try_send(ObjectRef::new(name).within(ns));
+        }
+    }
+}
+
+fn record_metrics(
+    metrics: &Metrics,
+    stats: &super::scheduler::CycleStats,
+    jobs: &[Arc<TrainJob>],
+    decisions: &BTreeMap<String, Decision>,
+    now: u64,
+) {
+    metrics.admissions.inc_by(stats.admitted);
+    metrics.preemptions.inc_by(stats.preempted);
+    for cost in &stats.costs {
+        metrics.placement_cost.observe(*cost as f64);
+    }
+    for job in jobs {
+        if let Some(Decision::Admit(r)) = decisions.get(&job.key())
+            && r.at == now
+        {
+            metrics.admission_latency.observe(now.saturating_sub(created_s(job)) as f64);
+        }
+    }
+    metrics.queue_depth.clear();
+    for (queue, n) in &stats.pending_by_queue {
+        metrics.queue_depth.get_or_create(&QueueLabel { queue: queue.clone() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
+    }
+}
+
+async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, ReconcileError> {
+    let runtimes = Runtimes::index(
+        ctx.runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
+        ctx.cluster_runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
+    );
+    let policy = ctx.policy.lock().expect("lock").clone();
+    let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
+    let (intent, runtime) = intent_of(&job, &runtimes, &IntentContext { policy: &policy, gpu_resource: &gpu_resource });
+    let ns = job.metadata.namespace.clone().unwrap_or_default();
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let kind = intent.as_ref().map_or(WorkloadKind::JobSet, |i| i.kind);
+    let store = match kind {
+        WorkloadKind::JobSet => Some(&ctx.jobsets),
+        WorkloadKind::LeaderWorkerSet => ctx.lws.as_ref(),
+    };
+    let ar = match kind {
+        WorkloadKind::JobSet => api_resource(trainyard_bridges::jobset::API_VERSION, "JobSet"),
+        WorkloadKind::LeaderWorkerSet => api_resource(trainyard_bridges::lws::API_VERSION, "LeaderWorkerSet"),
+    }
+    .expect("known kinds");
+    let workload = store
+        .and_then(|s| s.get(&ObjectRef::new_with(&name, ar).within(&ns)))
+        .map(|o| workload_view(kind, &serde_json::to_value(o.as_ref()).unwrap_or_default()));
+    let pods: Vec<_> = ctx
+        .pods
+        .state()
+        .iter()
+        .filter(|p| {
+            p.metadata.namespace.as_deref() == Some(ns.as_str())
+                && p.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)) == Some(&name)
+        })
+        .map(|p| pod_view(p))
+        .collect();
+    let hostfile_exists = ctx.configmaps.get(&ObjectRef::new(&format!("{name}-mpi-hostfile")).within(&ns)).is_some();
+    let decision = ctx.decisions.lock().expect("lock").get(&job.key()).cloned();
+    let now = Time(Timestamp::now());
+    let inputs = Inputs {
+        job: &job,
+        runtime,
+        intent: &intent,
+        decision: decision.as_ref(),
+        workload: workload.as_ref(),
+        hostfile_exists,
+        pods: &pods,
+        mode: ctx.settings.mode,
+        now: &now,
+    };
+    let actions = plan(&inputs);
+    if !actions.is_empty() {
+        tracing::info!(job = %job.key(), steps = actions.len(), "reconcile");
+    }
+    ctx.actor.run(&job, &actions).await?;
+    ctx.failures.lock().expect("lock").remove(&job.key());
+    // Gated pods appear after the JobSet's Jobs create them; look again soon while any may be missing.
+    let waiting_for_pods = matches!(decision, Some(Decision::Admit(_) | Decision::Running))
+        && pods.iter().any(|p| !p.gates.is_empty());
+    Ok(if waiting_for_pods { Requeue::requeue(Duration::from_secs(2)) } else { Requeue::requeue(Duration::from_secs(300)) })
+}
+
+fn error_policy(job: Arc<TrainJob>, error: &ReconcileError, ctx: Arc<Ctx>) -> Requeue {
+    ctx.metrics.reconcile_errors.inc();
+    let mut failures = ctx.failures.lock().expect("lock");
+    let n = failures.entry(job.key()).or_insert(0);
+    *n += 1;
+    let delay = backoff(*n);
+    tracing::warn!(job = %job.key(), error = %error, retry_in_s = delay.as_secs(), "reconcile failed");
+    Requeue::requeue(delay)
+}
+
+/// Exponential backoff: 1 s, 2 s, 4 s ... capped at 5 minutes.
+pub fn backoff(failures: u32) -> Duration {
+    Duration::from_secs(1u64.checked_shl(failures.saturating_sub(1)).unwrap_or(u64::MAX).min(300))
+}

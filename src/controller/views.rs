@@ -1,0 +1,81 @@
+//! Reading cached objects into the planner's views: workloads and pods.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+use trainyard_bridges::WorkloadKind;
+
+use super::plan::WorkloadView;
+use super::pods::PodView;
+use crate::api::trainer::JobStatus;
+
+/// The planner's view of a JobSet or LeaderWorkerSet given as JSON.
+pub fn workload_view(kind: WorkloadKind, object: &Value) -> WorkloadView {
+    let spec = &object["spec"];
+    let status = &object["status"];
+    let suspended = match kind {
+        WorkloadKind::JobSet => spec["suspend"].as_bool().unwrap_or(false),
+        WorkloadKind::LeaderWorkerSet => spec["replicas"].as_i64() == Some(0),
+    };
+    let condition = |type_: &str| {
+        status["conditions"].as_array()?.iter().find_map(|c| {
+            (c["type"] == type_ && c["status"] == "True").then(|| {
+                let text = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                (text("reason"), text("message"))
+            })
+        })
+    };
+    let count = |v: &Value, k: &str| v[k].as_i64().and_then(|n| i32::try_from(n).ok()).unwrap_or(0);
+    let jobs_status = status["replicatedJobsStatus"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|r| JobStatus {
+                    name: r["name"].as_str().unwrap_or_default().to_string(),
+                    ready: count(r, "ready"),
+                    succeeded: count(r, "succeeded"),
+                    failed: count(r, "failed"),
+                    active: count(r, "active"),
+                    suspended: count(r, "suspended"),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    WorkloadView { suspended, completed: condition("Completed"), failed: condition("Failed"), jobs_status }
+}
+
+/// The planner's view of a pod.
+pub fn pod_view(pod: &Pod) -> PodView {
+    let spec = pod.spec.as_ref();
+    PodView {
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        labels: pod.metadata.labels.clone().unwrap_or_default(),
+        gates: spec
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .map(|g| g.iter().map(|g| g.name.clone()).collect())
+            .unwrap_or_default(),
+        has_node_selector: spec.is_some_and(|s| s.node_selector.is_some()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_finished_jobset_reports_its_condition_and_counts() {
+        let js = json!({
+            "spec": {"suspend": false},
+            "status": {
+                "conditions": [{"type": "Completed", "status": "True", "reason": "AllJobsCompleted", "message": "done"}],
+                "replicatedJobsStatus": [{"name": "node", "succeeded": 1}],
+            },
+        });
+        let v = workload_view(WorkloadKind::JobSet, &js);
+        assert_eq!(v.completed, Some(("AllJobsCompleted".into(), "done".into())));
+        assert_eq!(v.failed, None);
+        assert_eq!(v.jobs_status[0].succeeded, 1);
+        let lws = json!({"spec": {"replicas": 0}});
+        assert!(workload_view(WorkloadKind::LeaderWorkerSet, &lws).suspended);
+    }
+}
