@@ -63,6 +63,11 @@ enum Command {
     /// Print the CustomResourceDefinitions trainyard uses (its Queue and Topology, and Kubeflow
     /// Trainer's kinds for clusters without Trainer), or write one file per CRD into a folder.
     Crds(CrdsArgs),
+    /// Run the Kubernetes controller: admit TrainJobs as gangs and launch them.
+    Controller(crate::controller_cmd::ControllerArgs),
+    /// Print what the controller would create for a TrainJob, without a cluster: the JobSet or
+    /// LeaderWorkerSet with trainyard's placement, and where each pod goes.
+    Render(crate::render_cmd::RenderArgs),
 }
 
 /// Flags of `trainyard crds`.
@@ -199,6 +204,8 @@ impl Cli {
             Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
             Command::Compare(args) => crate::compare::run(&args),
             Command::Crds(args) => run_crds(&args),
+            Command::Controller(args) => crate::controller_cmd::run_controller(&args),
+            Command::Render(args) => crate::render_cmd::run(&args),
         }
     }
 }

@@ -3,8 +3,10 @@
 mod cli;
 mod cluster_source;
 mod compare;
+mod controller_cmd;
 mod inputs;
 mod place;
+mod render_cmd;
 mod simulate;
 mod synth;
 

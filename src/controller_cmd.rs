@@ -1,0 +1,123 @@
+//! `trainyard controller`: runs the Kubernetes controller against the cluster of the kubeconfig or pod.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use trainyard::controller::lease::LeaseLock;
+use trainyard::controller::plan::Mode;
+use trainyard::controller::run::{Settings, run};
+
+/// Who launches the workloads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// trainyard renders and applies JobSets / LeaderWorkerSets itself.
+    Standalone,
+    /// Kubeflow Trainer's controller launches them; trainyard admits by unsuspending TrainJobs.
+    Companion,
+}
+
+/// Log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    Json,
+    /// Human-readable text.
+    Text,
+}
+
+/// Flags of `trainyard controller`.
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Policy file (queues, quotas, priority classes, backfill, preemption); Queue objects are added
+    /// to its queues. Without it, the built-in defaults apply.
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// standalone (trainyard launches JobSets) or companion (Kubeflow Trainer does).
+    #[arg(long, value_enum, default_value = "standalone")]
+    pub mode: ModeArg,
+    /// Name of the Topology object describing the cluster's levels.
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub topology: String,
+    /// Seconds between scheduling cycles.
+    #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
+    pub cycle: f64,
+    /// Address of the Prometheus endpoint (/metrics).
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_bind: SocketAddr,
+    /// Address of the health endpoints (/healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:8081")]
+    pub health_bind: SocketAddr,
+    /// Take part in leader election; only the lease holder acts.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the Lease.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "trainyard")]
+    pub lease_name: String,
+    /// Seconds a lease stays valid without renewal.
+    #[arg(long, default_value_t = 15)]
+    pub lease_duration: i32,
+    /// This replica's identity (the pod name).
+    #[arg(long, env = "POD_NAME", default_value = "trainyard")]
+    pub identity: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Least severe level logged: error, warn, info, debug or trace.
+    #[arg(long, default_value = "info")]
+    pub log_level: tracing::Level,
+}
+
+/// Runs the controller until SIGTERM.
+pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
+    if !(args.cycle.is_finite() && args.cycle > 0.0) {
+        anyhow::bail!("--cycle: {} is not a positive number of seconds", args.cycle);
+    }
+    if args.lease_duration < 3 {
+        anyhow::bail!("--lease-duration: {} is too short; use at least 3 seconds", args.lease_duration);
+    }
+    let (policy_text, policy_name) = match &args.policy {
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
+            path.display().to_string(),
+        ),
+        None => (String::new(), "built-in defaults".to_string()),
+    };
+    // Check the file before touching the cluster, so a bad policy fails at once with its line.
+    trainyard_policies::PolicyConfig::from_yaml(&policy_text, &policy_name)?;
+    let builder = tracing_subscriber::fmt().with_max_level(args.log_level).with_target(false);
+    match args.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let settings = Settings {
+        mode: match args.mode {
+            ModeArg::Standalone => Mode::Standalone,
+            ModeArg::Companion => Mode::Companion,
+        },
+        policy_text,
+        policy_name,
+        topology: args.topology.clone(),
+        cycle: Duration::from_secs_f64(args.cycle),
+        metrics_bind: args.metrics_bind,
+        health_bind: args.health_bind,
+        lease: args.leader_elect.then(|| LeaseLock {
+            namespace: args.lease_namespace.clone(),
+            name: args.lease_name.clone(),
+            identity: args.identity.clone(),
+            duration_s: args.lease_duration,
+        }),
+        identity: args.identity.clone(),
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+        run(client, settings).await
+    })
+}

@@ -1,0 +1,184 @@
+//! `trainyard render`: what the controller would create for a TrainJob, computed offline.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use serde_json::Value;
+use trainyard::api::{QUEUE_LABEL, TrainJob};
+use trainyard::controller::intent::IntentContext;
+use trainyard::controller::plan::{Mode, companion_patch};
+use trainyard::controller::pods::GangLayout;
+use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
+use trainyard::controller::snapshot::{Runtimes, created_s, intent_of};
+use trainyard::controller::workload::{self, Rendered};
+use trainyard_bridges::trainer as bridge;
+use trainyard_policies::PolicyConfig;
+use trainyard_topology::Cluster;
+
+use crate::controller_cmd::ModeArg;
+use crate::inputs::{load_policy, read_text};
+
+/// Owner uid stamped on offline renders: a TrainJob read from a file has none yet.
+const OFFLINE_UID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// Flags of `trainyard render`.
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The TrainJob (YAML or JSON).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    pub trainjob: PathBuf,
+    /// Its TrainingRuntime or ClusterTrainingRuntime.
+    #[arg(long, value_name = "FILE")]
+    pub runtime: PathBuf,
+    /// Cluster to place it on (trainyard's cluster YAML, as for `simulate`); without it the workload
+    /// is rendered unplaced, exactly as Kubeflow Trainer would build it.
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// Policy (built-in name or file) for priority classes and queue quotas.
+    #[arg(long, default_value = "fifo", value_name = "POLICY")]
+    pub policy: String,
+    /// standalone: print the JobSet / LeaderWorkerSet; companion: print the patch trainyard applies
+    /// to the TrainJob for Kubeflow Trainer to launch it.
+    #[arg(long, value_enum, default_value = "standalone")]
+    pub mode: ModeArg,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T> {
+    let text = read_text(path)?;
+    serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+}
+
+/// Reads, places and prints.
+pub fn run(args: &RenderArgs) -> Result<()> {
+    let mut job: TrainJob = parse(&args.trainjob)?;
+    let file = args.trainjob.display().to_string();
+    if job.metadata.name.as_deref().unwrap_or_default().is_empty() {
+        bail!("{file}: metadata.name is required");
+    }
+    let mut notes = Vec::new();
+    job.metadata.namespace.get_or_insert_with(|| "default".into());
+    if job.metadata.uid.is_none() {
+        job.metadata.uid = Some(OFFLINE_UID.into());
+        notes.push(format!("ownerReferences carry the placeholder uid {OFFLINE_UID}; the API server sets the real one"));
+    }
+    let labels = job.metadata.labels.get_or_insert_with(Default::default);
+    if !labels.contains_key(QUEUE_LABEL) {
+        labels.insert(QUEUE_LABEL.into(), "default".into());
+        notes.push(format!("no {QUEUE_LABEL} label: charged to queue `default`"));
+    }
+    let runtime_value: Value = parse(&args.runtime)?;
+    let runtime_file = args.runtime.display().to_string();
+    let runtime: bridge::TrainingRuntime = serde_json::from_value(runtime_value.clone())
+        .map_err(|e| anyhow::anyhow!("{runtime_file}: not a TrainingRuntime: {e}"))?;
+    let kind = runtime_value["kind"].as_str().unwrap_or_default();
+    let mut runtimes = Runtimes::default();
+    match kind {
+        bridge::TRAINING_RUNTIME => {
+            let ns = runtime.metadata.namespace.clone().or_else(|| job.metadata.namespace.clone()).unwrap_or_default();
+            runtimes.namespaced.insert((ns, runtime.metadata.name.clone().unwrap_or_default()), runtime);
+        }
+        bridge::CLUSTER_TRAINING_RUNTIME => {
+            runtimes.cluster.insert(runtime.metadata.name.clone().unwrap_or_default(), runtime);
+        }
+        other => bail!("{runtime_file}: kind {other:?} is not TrainingRuntime or ClusterTrainingRuntime"),
+    }
+    let policy: PolicyConfig = load_policy(&args.policy)?;
+    let gpu = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE;
+    let ctx = IntentContext { policy: &policy, gpu_resource: gpu };
+    let (intent, runtime) = intent_of(&job, &runtimes, &ctx);
+    let intent = intent.map_err(|p| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason))?;
+    let runtime = runtime.context("the runtime resolved")?;
+    let bridge_job = job.to_bridge()?;
+
+    let record = match &args.topology {
+        None => None,
+        Some(path) => {
+            let cluster = Cluster::from_yaml(&read_text(path)?, &path.display().to_string())?;
+            let mut looped = SchedulingLoop::new(cluster, policy.clone())?;
+            let entry = JobEntry {
+                key: job.key(),
+                uid: job.metadata.uid.clone().unwrap_or_default(),
+                created: created_s(&job),
+                state: JobState::Waiting(intent.clone()),
+            };
+            let (decisions, _) = looped.cycle(std::slice::from_ref(&entry), created_s(&job));
+            match decisions.get(&job.key()) {
+                Some(Decision::Admit(record)) => Some(record.clone()),
+                Some(Decision::Pending { reason, message } | Decision::Unschedulable { reason, message }) => {
+                    bail!("{file}: would not be admitted on {}: {reason}: {message}", path.display())
+                }
+                other => bail!("{file}: no admission on {}: {other:?}", path.display()),
+            }
+        }
+    };
+    let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
+    let rendered = workload::render(&bridge_job, runtime, intent.kind, placement)
+        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let mut out = String::new();
+    for note in &notes {
+        writeln!(out, "# note: {note}")?;
+    }
+    if let Some(r) = &record {
+        writeln!(out, "# admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
+        describe_bindings(&mut out, &rendered, r)?;
+    }
+    let mode = if args.mode == ModeArg::Companion { Mode::Companion } else { Mode::Standalone };
+    match (mode, &record) {
+        (Mode::Companion, Some(r)) => {
+            let name = job.metadata.name.clone().unwrap_or_default();
+            let patch = serde_json::json!({
+                "apiVersion": bridge::API_VERSION,
+                "kind": "TrainJob",
+                "metadata": {"name": name, "namespace": job.metadata.namespace},
+                "spec": {"suspend": false, "runtimePatches": [companion_patch(&name, &rendered.layout, r)]},
+            });
+            out.push_str("---\n");
+            out.push_str(&serde_saphyr::to_string(&patch)?);
+        }
+        (Mode::Companion, None) => bail!("--mode companion needs --topology: the patch carries the placement"),
+        (Mode::Standalone, _) => {
+            out.push_str("---\n");
+            out.push_str(&serde_saphyr::to_string(&rendered.workload)?);
+            if let Some(cm) = &rendered.hostfile {
+                out.push_str("---\n");
+                out.push_str(&serde_saphyr::to_string(cm)?);
+            }
+        }
+    }
+    std::io::stdout().lock().write_all(out.as_bytes())?;
+    Ok(())
+}
+
+/// Comment lines naming the host of each gang pod, as the controller will bind them.
+fn describe_bindings(out: &mut String, rendered: &Rendered, record: &trainyard::controller::admission::AdmissionRecord) -> Result<()> {
+    if let Some(selector) = &record.domain {
+        let terms: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(out, "# node selector on every gang pod: {}", terms.join(", "))?;
+        return Ok(());
+    }
+    let slots = record.slots();
+    let mut ordinal = 0usize;
+    match &rendered.layout {
+        GangLayout::JobSet(rjobs) => {
+            for (name, replicas, per_job) in rjobs {
+                for job in 0..*replicas {
+                    for index in 0..*per_job {
+                        let host = slots.get(ordinal).copied().unwrap_or("?");
+                        writeln!(out, "# pod {name} job {job} index {index} -> {host}")?;
+                        ordinal += 1;
+                    }
+                }
+            }
+        }
+        GangLayout::LeaderWorkerSet { leader_in_gang } => {
+            let first = if *leader_in_gang { 0 } else { 1 };
+            for (i, host) in slots.iter().enumerate() {
+                writeln!(out, "# pod worker-index {} -> {host}", i + first)?;
+            }
+        }
+    }
+    Ok(())
+}
