@@ -6,6 +6,7 @@
 
 mod bad_input;
 mod compare;
+mod controller;
 mod crds;
 mod help;
 mod json;

@@ -1,0 +1,132 @@
+//! Shared fixtures: a TrainJob with its runtime, and a builder for planner inputs.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use trainyard::api::{FINALIZER, QUEUE_LABEL, TrainJob};
+use trainyard::controller::admission::AdmissionRecord;
+use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
+use trainyard::controller::plan::{Action, Inputs, Mode, WorkloadView, plan};
+use trainyard::controller::pods::PodView;
+use trainyard::controller::scheduler::Decision;
+use trainyard::controller::snapshot::{Runtimes, intent_of};
+use trainyard_bridges::trainer as bridge;
+use trainyard_policies::PolicyConfig;
+
+pub const TORCH_JOB: &str = include_str!("../../../bridges/tests/fixtures/torch_multinode.trainjob.yaml");
+pub const TORCH_RUNTIME: &str = include_str!("../../../bridges/tests/fixtures/torch_multinode.runtime.yaml");
+pub const MPI_JOB: &str = include_str!("../../../bridges/tests/fixtures/mpi_deepspeed.trainjob.yaml");
+pub const MPI_RUNTIME: &str = include_str!("../../../bridges/tests/fixtures/mpi_deepspeed.runtime.yaml");
+
+/// A TrainJob from a fixture, running (not suspended), in queue `vision`.
+pub fn job(text: &str) -> TrainJob {
+    let mut job: TrainJob = serde_saphyr::from_str(text).expect("fixture parses");
+    job.spec.0.suspend = Some(false);
+    job.metadata.labels.get_or_insert_with(Default::default).insert(QUEUE_LABEL.into(), "vision".into());
+    job.metadata.generation = Some(1);
+    job
+}
+
+/// The same TrainJob carrying trainyard's finalizer.
+pub fn with_finalizer(mut job: TrainJob) -> TrainJob {
+    job.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    job
+}
+
+pub fn runtimes(text: &str) -> Runtimes {
+    let runtime: bridge::TrainingRuntime = serde_saphyr::from_str(text).expect("fixture parses");
+    let mut r = Runtimes::default();
+    r.cluster.insert(runtime.metadata.name.clone().unwrap(), runtime);
+    r
+}
+
+pub fn policy() -> PolicyConfig {
+    PolicyConfig::builtin("fifo").unwrap()
+}
+
+pub fn now() -> Time {
+    Time(Timestamp::from_second(1_800_000_000).unwrap())
+}
+
+pub fn record(nodes: &[(&str, u32)]) -> AdmissionRecord {
+    AdmissionRecord { nodes: nodes.iter().map(|(n, c)| (n.to_string(), *c)).collect(), domain: None, at: 100, cost: 7 }
+}
+
+/// Everything the planner reads, owned, so tests can change one thing at a time.
+pub struct World {
+    pub job: TrainJob,
+    pub runtimes: Runtimes,
+    pub decision: Option<Decision>,
+    pub workload: Option<WorkloadView>,
+    pub hostfile_exists: bool,
+    pub pods: Vec<PodView>,
+    pub mode: Mode,
+}
+
+impl World {
+    pub fn new(job: TrainJob, runtime: &str) -> World {
+        World {
+            job,
+            runtimes: runtimes(runtime),
+            decision: None,
+            workload: None,
+            hostfile_exists: false,
+            pods: vec![],
+            mode: Mode::Standalone,
+        }
+    }
+
+    pub fn intent(&self) -> Result<GangIntent, Problem> {
+        let policy = policy();
+        intent_of(&self.job, &self.runtimes, &IntentContext { policy: &policy, gpu_resource: "nvidia.com/gpu" }).0
+    }
+
+    pub fn plan(&self) -> Vec<Action> {
+        let policy = policy();
+        let ctx = IntentContext { policy: &policy, gpu_resource: "nvidia.com/gpu" };
+        let (intent, runtime) = intent_of(&self.job, &self.runtimes, &ctx);
+        let now = now();
+        plan(&Inputs {
+            job: &self.job,
+            runtime,
+            intent: &intent,
+            decision: self.decision.as_ref(),
+            workload: self.workload.as_ref(),
+            hostfile_exists: self.hostfile_exists,
+            pods: &self.pods,
+            mode: self.mode,
+            now: &now,
+        })
+    }
+}
+
+/// A short name per action, to compare plans at a glance.
+pub fn names(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .map(|a| match a {
+            Action::AddFinalizer => "AddFinalizer".to_string(),
+            Action::RemoveFinalizer => "RemoveFinalizer".to_string(),
+            Action::RecordAdmission(_) => "RecordAdmission".to_string(),
+            Action::ClearAdmission => "ClearAdmission".to_string(),
+            Action::Apply(v) => format!("Apply {}", v["kind"].as_str().unwrap_or("?")),
+            Action::Delete(r) => format!("Delete {}", r.kind),
+            Action::Ungate(u) => format!("Ungate {}->{}", u.pod, u.node),
+            Action::Status { .. } => "Status".to_string(),
+            Action::PatchTrainJob { suspend, .. } => format!("PatchTrainJob suspend={suspend}"),
+            Action::Event { reason, .. } => format!("Event {reason}"),
+        })
+        .collect()
+}
+
+/// The conditions a Status action sets, as `(type, status, reason)`.
+pub fn conditions(actions: &[Action]) -> Vec<(String, String, String)> {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Status { conditions, .. } => {
+                Some(conditions.iter().map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone())).collect())
+            }
+            _ => None,
+        })
+        .unwrap_or_default()
+}

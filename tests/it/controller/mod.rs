@@ -1,0 +1,7 @@
+//! The Kubernetes controller: lifecycle plans by value, crash safety, and exact API requests.
+
+mod common;
+mod mock;
+mod plan;
+mod replay;
+mod render;
