@@ -62,7 +62,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     job.metadata.namespace.get_or_insert_with(|| "default".into());
     if job.metadata.uid.is_none() {
         job.metadata.uid = Some(OFFLINE_UID.into());
-        notes.push(format!("ownerReferences carry the placeholder uid {OFFLINE_UID}; the API server sets the real one"));
+        notes
+            .push(format!("ownerReferences carry the placeholder uid {OFFLINE_UID}; the API server sets the real one"));
     }
     let labels = job.metadata.labels.get_or_insert_with(Default::default);
     if !labels.contains_key(QUEUE_LABEL) {
@@ -115,8 +116,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         }
     };
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
-    let rendered = workload::render(&bridge_job, runtime, intent.kind, placement)
-        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let rendered =
+        workload::render(&bridge_job, runtime, intent.kind, placement).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     let mut out = String::new();
     for note in &notes {
         writeln!(out, "# note: {note}")?;
@@ -153,7 +154,11 @@ pub fn run(args: &RenderArgs) -> Result<()> {
 }
 
 /// Comment lines naming the host of each gang pod, as the controller will bind them.
-fn describe_bindings(out: &mut String, rendered: &Rendered, record: &trainyard::controller::admission::AdmissionRecord) -> Result<()> {
+fn describe_bindings(
+    out: &mut String,
+    rendered: &Rendered,
+    record: &trainyard::controller::admission::AdmissionRecord,
+) -> Result<()> {
     if let Some(selector) = &record.domain {
         let terms: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
         writeln!(out, "# node selector on every gang pod: {}", terms.join(", "))?;

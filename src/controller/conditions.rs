@@ -100,8 +100,8 @@ mod tests {
         assert_eq!(first[0].last_transition_time, at(1));
         let same = merge(&first, &STANDALONE_OWNED, &[Want::new(QUEUED, true, "QuotaExceeded", "m")], None, &at(2));
         assert_eq!(same, None, "setting the same condition again is no change");
-        let reason = merge(&first, &STANDALONE_OWNED, &[Want::new(QUEUED, true, "Capacity", "m")], None, &at(3))
-            .unwrap();
+        let reason =
+            merge(&first, &STANDALONE_OWNED, &[Want::new(QUEUED, true, "Capacity", "m")], None, &at(3)).unwrap();
         assert_eq!(reason[0].last_transition_time, at(1));
         let flip = merge(&first, &STANDALONE_OWNED, &[Want::new(QUEUED, false, "Admitted", "")], None, &at(4)).unwrap();
         assert_eq!(flip[0].last_transition_time, at(4));

@@ -25,7 +25,10 @@ pub fn metrics_router(metrics: Arc<Metrics>) -> Router {
         get(move || {
             let metrics = metrics.clone();
             async move {
-                ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics.render())
+                (
+                    [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+                    metrics.render(),
+                )
             }
         }),
     )

@@ -151,7 +151,11 @@ fn gang_pods(jobset: &JobSet, gpu_resource: &str) -> Result<(u32, Resources), Pr
 }
 
 /// Requests (or limits, where a request is absent) summed over the pod's containers.
-fn pod_resources(spec: &trainyard_bridges::pod::PodSpec, gpu_resource: &str, field: &str) -> Result<Resources, Problem> {
+fn pod_resources(
+    spec: &trainyard_bridges::pod::PodSpec,
+    gpu_resource: &str,
+    field: &str,
+) -> Result<Resources, Problem> {
     let mut total = Resources::ZERO;
     for c in &spec.containers {
         let resources = c.resources.as_ref();
@@ -168,8 +172,9 @@ fn pod_resources(spec: &trainyard_bridges::pod::PodSpec, gpu_resource: &str, fie
                     .filter(|v| *v >= 0.0)
                     .map(|v| f(&v.to_string()).unwrap_or(0))
                     .ok_or_else(|| Problem::new("InvalidSpec", at(name), format!("{n} is not a quantity"), true)),
-                Some(Value::String(s)) => f(&s)
-                    .map_err(|e| Problem::new("InvalidSpec", at(name), format!("{s:?}: {e}"), true)),
+                Some(Value::String(s)) => {
+                    f(&s).map_err(|e| Problem::new("InvalidSpec", at(name), format!("{s:?}: {e}"), true))
+                }
                 Some(other) => Err(Problem::new("InvalidSpec", at(name), format!("{other} is not a quantity"), true)),
             }
         };
@@ -204,7 +209,10 @@ fn topology_request(annotations: &std::collections::BTreeMap<String, String>) ->
     }
     let set = [required.is_some(), preferred.is_some(), unconstrained == Some("true")];
     if set.iter().filter(|s| **s).count() > 1 {
-        return Err(bad(REQUIRED_TOPOLOGY, "give only one of the required, preferred or unconstrained annotations".into()));
+        return Err(bad(
+            REQUIRED_TOPOLOGY,
+            "give only one of the required, preferred or unconstrained annotations".into(),
+        ));
     }
     if annotations.contains_key(SLICE_REQUIRED_TOPOLOGY) || annotations.contains_key(SLICE_SIZE) {
         let key = if annotations.contains_key(SLICE_REQUIRED_TOPOLOGY) { SLICE_REQUIRED_TOPOLOGY } else { SLICE_SIZE };

@@ -10,9 +10,7 @@ use trainyard_bridges::WorkloadKind;
 use trainyard_bridges::trainer as bridge;
 
 use super::admission::AdmissionRecord;
-use super::conditions::{
-    self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, QUEUED, STANDALONE_OWNED, SUSPENDED, Want,
-};
+use super::conditions::{self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, QUEUED, STANDALONE_OWNED, SUSPENDED, Want};
 use super::intent::{GangIntent, Problem};
 use super::pods::{GangLayout, PodView, Ungate, ungate};
 use super::scheduler::Decision;
@@ -181,7 +179,8 @@ impl Planner<'_, '_> {
 
     fn run(&mut self) {
         let job = self.inp.job;
-        let finished = conditions::is_true(self.conditions(), COMPLETE) || conditions::is_true(self.conditions(), FAILED);
+        let finished =
+            conditions::is_true(self.conditions(), COMPLETE) || conditions::is_true(self.conditions(), FAILED);
         if job.metadata.deletion_timestamp.is_some() {
             if has_finalizer(job) {
                 self.delete_launched();
@@ -246,7 +245,10 @@ impl Planner<'_, '_> {
             _ => match record {
                 Some(r) => r,
                 None => {
-                    self.want(Want::new(QUEUED, true, "NotYetScheduled", "waiting for the next scheduling cycle"), None);
+                    self.want(
+                        Want::new(QUEUED, true, "NotYetScheduled", "waiting for the next scheduling cycle"),
+                        None,
+                    );
                     return;
                 }
             },
@@ -356,7 +358,8 @@ impl Planner<'_, '_> {
             let slots = record.slots();
             self.actions.extend(ungate(&layout, &slots, self.inp.pods).into_iter().map(Action::Ungate));
         }
-        let message = format!("{} pods on {} nodes (placement cost {})", record.pods(), record.nodes.len(), record.cost);
+        let message =
+            format!("{} pods on {} nodes (placement cost {})", record.pods(), record.nodes.len(), record.cost);
         self.want(Want::new(ADMITTED, true, "Admitted", message), None);
         self.want(Want::new(QUEUED, false, "Admitted", "admitted by trainyard"), None);
         if self.standalone() && conditions::is_true(self.conditions(), SUSPENDED) {

@@ -87,11 +87,14 @@ where
 {
     let (reader, writer) = reflector::store();
     let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
-    (reader, stream.for_each(|event| async move {
-        if let Err(e) = event {
-            tracing::warn!(error = %e, "watch failed; retrying with backoff");
-        }
-    }))
+    (
+        reader,
+        stream.for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, "watch failed; retrying with backoff");
+            }
+        }),
+    )
 }
 
 /// A cache of objects of a kind known only at runtime.
@@ -104,11 +107,14 @@ fn dynamic_cache(
     let writer = reflector::store::Writer::new(ar);
     let reader = writer.as_reader();
     let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
-    (reader, stream.for_each(|event| async move {
-        if let Err(e) = event {
-            tracing::warn!(error = %e, "watch failed; retrying with backoff");
-        }
-    }))
+    (
+        reader,
+        stream.for_each(|event| async move {
+            if let Err(e) = event {
+                tracing::warn!(error = %e, "watch failed; retrying with backoff");
+            }
+        }),
+    )
 }
 
 /// Whether the server serves `ar` (a CRD that may not be installed).
@@ -124,8 +130,12 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     let (mb, hb) = (settings.metrics_bind, settings.health_bind);
     let mrouter = http::metrics_router(metrics.clone());
     let hrouter = http::health_router(health.clone());
-    tokio::spawn(async move { http::serve(mb, mrouter).await.map_err(|e| tracing::error!(error = %e, "metrics server")) });
-    tokio::spawn(async move { http::serve(hb, hrouter).await.map_err(|e| tracing::error!(error = %e, "health server")) });
+    tokio::spawn(
+        async move { http::serve(mb, mrouter).await.map_err(|e| tracing::error!(error = %e, "metrics server")) },
+    );
+    tokio::spawn(
+        async move { http::serve(hb, hrouter).await.map_err(|e| tracing::error!(error = %e, "health server")) },
+    );
 
     if let Some(lock) = settings.lease.clone() {
         acquire_leadership(client.clone(), lock, metrics.clone()).await;
@@ -188,7 +198,11 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     let (trigger_tx, trigger_rx) = mpsc::channel::<ObjectRef<TrainJob>>(1024);
     let jobs_api = Api::<TrainJob>::all(client.clone());
     let controller = Controller::new(jobs_api, watcher::Config::default())
-        .owns_with(Api::<DynamicObject>::all_with(client.clone(), &jobset_ar), jobset_ar.clone(), watcher::Config::default())
+        .owns_with(
+            Api::<DynamicObject>::all_with(client.clone(), &jobset_ar),
+            jobset_ar.clone(),
+            watcher::Config::default(),
+        )
         .reconcile_on(tokio_stream_from(trigger_rx))
         .shutdown_on_signal();
     let jobs = controller.store();
@@ -256,7 +270,10 @@ fn nodes_fingerprint(nodes: &[Arc<Node>]) -> u64 {
             s.unschedulable.hash(&mut h);
         }
         if let Some(st) = &n.status {
-            st.allocatable.as_ref().map(|a| a.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect::<Vec<_>>()).hash(&mut h);
+            st.allocatable
+                .as_ref()
+                .map(|a| a.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect::<Vec<_>>())
+                .hash(&mut h);
             st.conditions
                 .as_ref()
                 .map(|c| c.iter().map(|c| (c.type_.clone(), c.status.clone())).collect::<Vec<_>>())
@@ -293,7 +310,8 @@ async fn scheduling_loop(
         let node_list = nodes.state();
         let queue_list = queues.state();
         let topology_list = topologies.state();
-        let fingerprint = nodes_fingerprint(&node_list) ^ objects_fingerprint(&queue_list).rotate_left(1)
+        let fingerprint = nodes_fingerprint(&node_list)
+            ^ objects_fingerprint(&queue_list).rotate_left(1)
             ^ objects_fingerprint(&topology_list).rotate_left(2);
         if sched.as_ref().is_none_or(|(fp, _)| *fp != fingerprint) {
             let spec = topology_list
@@ -332,17 +350,16 @@ async fn scheduling_loop(
         let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
         let intent_ctx = IntentContext { policy: &policy, gpu_resource: &gpu_resource };
         let job_list = jobs.state();
-        let entries: Vec<JobEntry> = job_list
-            .iter()
-            .map(|j| job_entry(j, &intent_of(j, &runtimes, &intent_ctx).0, ctx.settings.mode))
-            .collect();
+        let entries: Vec<JobEntry> =
+            job_list.iter().map(|j| job_entry(j, &intent_of(j, &runtimes, &intent_ctx).0, ctx.settings.mode)).collect();
         let now = u64::try_from(Timestamp::now().as_second()).unwrap_or(0);
         let (decisions, stats) = looped.cycle(&entries, now);
         record_metrics(&ctx.metrics, &stats, &job_list, &decisions, now);
         ctx.metrics.cycle_seconds.observe(started.elapsed().as_secs_f64());
         let changed: Vec<String> = {
             let mut current = ctx.decisions.lock().expect("lock");
-            let changed = decisions.iter().filter(|(k, d)| current.get(*k) != Some(*d)).map(|(k, _)| k.clone()).collect();
+            let changed =
+                decisions.iter().filter(|(k, d)| current.get(*k) != Some(*d)).map(|(k, _)| k.clone()).collect();
             *current = decisions;
             changed
         };
@@ -375,7 +392,10 @@ fn record_metrics(
     }
     metrics.queue_depth.clear();
     for (queue, n) in &stats.pending_by_queue {
-        metrics.queue_depth.get_or_create(&QueueLabel { queue: queue.clone() }).set(i64::try_from(*n).unwrap_or(i64::MAX));
+        metrics
+            .queue_depth
+            .get_or_create(&QueueLabel { queue: queue.clone() })
+            .set(i64::try_from(*n).unwrap_or(i64::MAX));
     }
 }
 
@@ -433,9 +453,13 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     ctx.actor.run(&job, &actions).await?;
     ctx.failures.lock().expect("lock").remove(&job.key());
     // Gated pods appear after the JobSet's Jobs create them; look again soon while any may be missing.
-    let waiting_for_pods = matches!(decision, Some(Decision::Admit(_) | Decision::Running))
-        && pods.iter().any(|p| !p.gates.is_empty());
-    Ok(if waiting_for_pods { Requeue::requeue(Duration::from_secs(2)) } else { Requeue::requeue(Duration::from_secs(300)) })
+    let waiting_for_pods =
+        matches!(decision, Some(Decision::Admit(_) | Decision::Running)) && pods.iter().any(|p| !p.gates.is_empty());
+    Ok(if waiting_for_pods {
+        Requeue::requeue(Duration::from_secs(2))
+    } else {
+        Requeue::requeue(Duration::from_secs(300))
+    })
 }
 
 fn error_policy(job: Arc<TrainJob>, error: &ReconcileError, ctx: Arc<Ctx>) -> Requeue {

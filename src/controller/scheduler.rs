@@ -69,9 +69,13 @@ pub enum Decision {
 enum Tracked {
     Pending,
     /// Running in the engine; `decided` is the record to write when the object has none yet.
-    Running { decided: Option<AdmissionRecord> },
+    Running {
+        decided: Option<AdmissionRecord>,
+    },
     /// Preempted in the engine (pending again) while the object still carries its old record.
-    Preempted { by: String },
+    Preempted {
+        by: String,
+    },
 }
 
 /// Admission counts of one cycle, for metrics.
@@ -307,7 +311,9 @@ impl SchedulingLoop {
             let depth = topo.level_depth(level).ok()?;
             let host = topo.host_domain(*placement.hosts.first()?);
             let selector = (1..=depth)
-                .map(|d| (topo.levels()[usize::from(d) - 1].clone(), topo.domain(topo.ancestor_at(host, d)).name.clone()))
+                .map(|d| {
+                    (topo.levels()[usize::from(d) - 1].clone(), topo.domain(topo.ancestor_at(host, d)).name.clone())
+                })
                 .collect();
             Some(selector)
         });

@@ -32,7 +32,8 @@ impl Runtimes {
         let mut out = Runtimes::default();
         for r in namespaced {
             if let Ok(b) = r.to_bridge() {
-                let key = (r.metadata.namespace.clone().unwrap_or_default(), r.metadata.name.clone().unwrap_or_default());
+                let key =
+                    (r.metadata.namespace.clone().unwrap_or_default(), r.metadata.name.clone().unwrap_or_default());
                 out.namespaced.insert(key, b);
             }
         }
@@ -118,8 +119,7 @@ pub fn cluster_from_nodes(nodes: &[&Node], topology: &TopologySpec) -> Result<Cl
         .map(|n| serde_json::to_value(n).unwrap_or(Value::Null))
         .collect();
     let text = json!({"apiVersion": "v1", "kind": "NodeList", "items": items}).to_string();
-    let loaded =
-        k8s_nodes::parse(&text, "the Node cache", &topology.node_list_options()).map_err(|e| e.to_string())?;
+    let loaded = k8s_nodes::parse(&text, "the Node cache", &topology.node_list_options()).map_err(|e| e.to_string())?;
     let tree = Tree::build(&loaded.spec).map_err(|e| e.to_string())?;
     Ok(Cluster::new(tree))
 }

@@ -315,7 +315,9 @@ pub fn gang_replicated_jobs(rjobs: &[ReplicatedJob]) -> Vec<usize> {
     match rjobs.iter().position(|r| r.name == NODE) {
         Some(i) => vec![i],
         None => (0..rjobs.len())
-            .filter(|&i| rjobs[i].template.metadata.labels.get(ANCESTOR_LABEL).map(String::as_str) == Some(TRAINER_ANCESTOR))
+            .filter(|&i| {
+                rjobs[i].template.metadata.labels.get(ANCESTOR_LABEL).map(String::as_str) == Some(TRAINER_ANCESTOR)
+            })
             .collect(),
     }
 }

@@ -48,7 +48,8 @@ fn scenario(name: &'static str, script: Vec<Expect>) -> (Client, tokio::task::Jo
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let verifier = tokio::spawn(async move {
         for (i, want) in script.into_iter().enumerate() {
-            let (request, send) = handle.next_request().await.unwrap_or_else(|| panic!("{name}: request {i} never came"));
+            let (request, send) =
+                handle.next_request().await.unwrap_or_else(|| panic!("{name}: request {i} never came"));
             let uri = request.uri().to_string();
             assert_eq!(request.method().as_str(), want.method, "{name}: request {i} ({uri})");
             assert_eq!(uri, want.uri, "{name}: request {i}");
@@ -125,7 +126,12 @@ async fn status_patch_is_a_server_side_apply_of_trainyards_conditions() {
 #[tokio::test]
 async fn gate_removal_sets_the_node_selector_in_the_same_checked_patch() {
     let w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
-    let ungate = Ungate { pod: "resnet-cpu-node-0-1-x7k2p".into(), node: "host-b".into(), gate_index: 1, has_node_selector: false };
+    let ungate = Ungate {
+        pod: "resnet-cpu-node-0-1-x7k2p".into(),
+        node: "host-b".into(),
+        gate_index: 1,
+        has_node_selector: false,
+    };
     let body = json!([
         {"op": "test", "path": "/spec/schedulingGates/1/name", "value": "trainyard.io/topology"},
         {"op": "remove", "path": "/spec/schedulingGates/1"},
@@ -185,7 +191,8 @@ async fn admission_record_finalizer_and_preemption_requests() {
     let actor = Actor::new(client, None);
     actor.execute(&w.job, &Action::AddFinalizer).await.unwrap();
     actor.execute(&w.job, &Action::RecordAdmission(r)).await.unwrap();
-    let target = trainyard::controller::workload::workload_ref(trainyard_bridges::WorkloadKind::JobSet, "vision", "resnet-cpu");
+    let target =
+        trainyard::controller::workload::workload_ref(trainyard_bridges::WorkloadKind::JobSet, "vision", "resnet-cpu");
     actor.execute(&w.job, &Action::Delete(target)).await.unwrap();
     verifier.await.unwrap();
 }
@@ -218,7 +225,12 @@ async fn companion_admission_applies_the_runtime_patch_and_unsuspends() {
 }
 
 fn lock(identity: &str) -> LeaseLock {
-    LeaseLock { namespace: "trainyard-system".into(), name: "trainyard".into(), identity: identity.into(), duration_s: 15 }
+    LeaseLock {
+        namespace: "trainyard-system".into(),
+        name: "trainyard".into(),
+        identity: identity.into(),
+        duration_s: 15,
+    }
 }
 
 const LEASE_PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/trainyard-system/leases";
@@ -229,7 +241,8 @@ async fn lease_is_created_when_missing() {
     let (client, verifier) = scenario(
         "lease-create",
         vec![
-            expect("GET", format!("{LEASE_PATH}/trainyard")).reply(StatusCode::NOT_FOUND, status_reply(404, "NotFound")),
+            expect("GET", format!("{LEASE_PATH}/trainyard"))
+                .reply(StatusCode::NOT_FOUND, status_reply(404, "NotFound")),
             expect("POST", format!("{LEASE_PATH}?"))
                 .content("application/json")
                 .body(json!({
@@ -244,7 +257,10 @@ async fn lease_is_created_when_missing() {
                         "renewTime": "2027-01-15T08:00:00.000000Z",
                     },
                 }))
-                .reply(StatusCode::CREATED, json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "trainyard"}})),
+                .reply(
+                    StatusCode::CREATED,
+                    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "trainyard"}}),
+                ),
         ],
     );
     assert!(lock("trainyard-0").try_acquire(client, now).await.unwrap());
@@ -260,7 +276,10 @@ async fn a_live_lease_is_followed_and_an_expired_one_taken_over_with_its_resourc
         "spec": {"holderIdentity": "trainyard-0", "leaseDurationSeconds": 15, "renewTime": renewed, "acquireTime": renewed, "leaseTransitions": 0},
     });
     let soon = Timestamp::from_second(1_800_000_005).unwrap();
-    let (client, verifier) = scenario("lease-follow", vec![expect("GET", format!("{LEASE_PATH}/trainyard")).reply(StatusCode::OK, held.clone())]);
+    let (client, verifier) = scenario(
+        "lease-follow",
+        vec![expect("GET", format!("{LEASE_PATH}/trainyard")).reply(StatusCode::OK, held.clone())],
+    );
     assert!(!lock("trainyard-1").try_acquire(client, soon).await.unwrap());
     verifier.await.unwrap();
 
@@ -285,7 +304,8 @@ async fn a_live_lease_is_followed_and_an_expired_one_taken_over_with_its_resourc
         "lease-conflict",
         vec![
             expect("GET", format!("{LEASE_PATH}/trainyard")).reply(StatusCode::OK, held),
-            expect("PUT", format!("{LEASE_PATH}/trainyard?")).reply(StatusCode::CONFLICT, status_reply(409, "Conflict")),
+            expect("PUT", format!("{LEASE_PATH}/trainyard?"))
+                .reply(StatusCode::CONFLICT, status_reply(409, "Conflict")),
         ],
     );
     assert!(!lock("trainyard-1").try_acquire(client, late).await.unwrap());

@@ -3,5 +3,6 @@
 mod common;
 mod mock;
 mod plan;
-mod replay;
 mod render;
+mod replay;
+mod scheduler;

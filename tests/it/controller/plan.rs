@@ -22,11 +22,17 @@ fn admitted_world(nodes: &[(&str, u32)]) -> World {
 }
 
 fn gated_pod(index: u32) -> PodView {
-    let labels = [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    PodView { name: format!("resnet-cpu-node-0-{index}"), labels, gates: vec![TOPOLOGY_GATE.into()], has_node_selector: true }
+    let labels =
+        [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    PodView {
+        name: format!("resnet-cpu-node-0-{index}"),
+        labels,
+        gates: vec![TOPOLOGY_GATE.into()],
+        has_node_selector: true,
+    }
 }
 
 /// Applies the status a plan sets, as the API server would.
@@ -70,7 +76,12 @@ fn gated_pods_are_bound_to_their_slots_and_a_converged_job_plans_nothing() {
     let actions = w.plan();
     assert_eq!(
         names(&actions),
-        vec!["Ungate resnet-cpu-node-0-0->host-a", "Ungate resnet-cpu-node-0-1->host-a", "Ungate resnet-cpu-node-0-2->host-b", "Status"]
+        vec![
+            "Ungate resnet-cpu-node-0-0->host-a",
+            "Ungate resnet-cpu-node-0-1->host-a",
+            "Ungate resnet-cpu-node-0-2->host-b",
+            "Status"
+        ]
     );
     settle_status(&mut w, &actions);
     w.pods.iter_mut().for_each(|p| p.gates.clear());
@@ -80,7 +91,8 @@ fn gated_pods_are_bound_to_their_slots_and_a_converged_job_plans_nothing() {
 #[test]
 fn a_completed_jobset_completes_the_trainjob_then_the_finalizer_goes() {
     let mut w = admitted_world(&[("host-a", 3)]);
-    w.workload = Some(WorkloadView { completed: Some(("AllJobsCompleted".into(), "done".into())), ..Default::default() });
+    w.workload =
+        Some(WorkloadView { completed: Some(("AllJobsCompleted".into(), "done".into())), ..Default::default() });
     let actions = w.plan();
     assert_eq!(names(&actions), vec!["Event AllJobsCompleted", "Status"]);
     assert_eq!(conditions(&actions), vec![c("Complete", "True", "AllJobsCompleted")]);
@@ -91,7 +103,8 @@ fn a_completed_jobset_completes_the_trainjob_then_the_finalizer_goes() {
 #[test]
 fn a_failed_jobset_fails_the_trainjob_with_its_reason() {
     let mut w = admitted_world(&[("host-a", 3)]);
-    w.workload = Some(WorkloadView { failed: Some(("ReachedMaxRestarts".into(), "3 restarts".into())), ..Default::default() });
+    w.workload =
+        Some(WorkloadView { failed: Some(("ReachedMaxRestarts".into(), "3 restarts".into())), ..Default::default() });
     let actions = w.plan();
     assert_eq!(conditions(&actions), vec![c("Failed", "True", "ReachedMaxRestarts")]);
     assert!(names(&actions).contains(&"Event ReachedMaxRestarts".to_string()));
@@ -174,7 +187,8 @@ fn a_malformed_topology_annotation_names_the_annotation() {
 #[test]
 fn a_gang_larger_than_any_domain_is_reported_unschedulable_and_nothing_is_created() {
     let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
-    w.decision = Some(Decision::Unschedulable { reason: "NeverFits".into(), message: "needs 3 hosts in one rack".into() });
+    w.decision =
+        Some(Decision::Unschedulable { reason: "NeverFits".into(), message: "needs 3 hosts in one rack".into() });
     let actions = w.plan();
     assert_eq!(names(&actions), vec!["Event NeverFits", "Status"]);
     assert_eq!(conditions(&actions)[0], c("Queued", "False", "NeverFits"));

@@ -1,1 +1,89 @@
-//! Placeholder replaced below.
+//! `trainyard render`: the offline view of what the controller would create.
+
+use std::process::Command;
+
+fn render(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_trainyard")).arg("render").args(args).output().unwrap();
+    (out.status.success(), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+}
+
+const JOB: &str = "bridges/tests/fixtures/torch_multinode.trainjob.yaml";
+const RUNTIME: &str = "bridges/tests/fixtures/torch_multinode.runtime.yaml";
+const MPI_JOB: &str = "bridges/tests/fixtures/mpi_deepspeed.trainjob.yaml";
+const MPI_RUNTIME: &str = "bridges/tests/fixtures/mpi_deepspeed.runtime.yaml";
+const CLUSTER: &str = "examples/clusters/demo.yaml";
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn path(p: &str) -> String {
+    root().join(p).display().to_string()
+}
+
+#[test]
+fn placed_render_gates_the_gang_and_lists_each_pods_host() {
+    let (ok, out, err) = render(&["-f", &path(JOB), "--runtime", &path(RUNTIME), "--topology", &path(CLUSTER)]);
+    assert!(ok, "{err}");
+    assert!(out.contains("# admitted: 3 pods on 1 nodes"), "{out}");
+    assert!(out.contains("# pod node job 0 index 2 -> host-"), "{out}");
+    assert!(out.contains("kind: JobSet"));
+    assert_eq!(out.matches("name: trainyard.io/topology").count(), 1, "only the node replicated job is gated");
+}
+
+#[test]
+fn unplaced_render_is_what_kubeflow_trainer_builds() {
+    let (ok, out, err) = render(&["-f", &path(JOB), "--runtime", &path(RUNTIME)]);
+    assert!(ok, "{err}");
+    assert!(!out.contains("trainyard.io/topology"));
+    assert!(!out.contains("# admitted"));
+}
+
+#[test]
+fn mpi_render_prints_the_hostfile_and_companion_mode_prints_the_patch() {
+    let (ok, out, err) = render(&["-f", &path(MPI_JOB), "--runtime", &path(MPI_RUNTIME), "--topology", &path(CLUSTER)]);
+    assert!(ok, "{err}");
+    assert!(out.contains("kind: ConfigMap") && out.contains("hostfile"), "{out}");
+    let (ok, out, err) = render(&[
+        "-f",
+        &path(MPI_JOB),
+        "--runtime",
+        &path(MPI_RUNTIME),
+        "--topology",
+        &path(CLUSTER),
+        "--mode",
+        "companion",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("manager: trainyard.io/scheduler") && out.contains("suspend: false"), "{out}");
+    assert!(!out.contains("kind: JobSet"));
+}
+
+#[test]
+fn bad_input_names_the_file_and_field() {
+    let dir = std::env::temp_dir().join(format!("trainyard-render-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = std::fs::read_to_string(root().join(JOB)).unwrap().replace("numNodes: 3", "numNodes: 0");
+    let zero = dir.join("zero.yaml");
+    std::fs::write(&zero, text).unwrap();
+    let (ok, _, err) = render(&["-f", zero.to_str().unwrap(), "--runtime", &path(RUNTIME)]);
+    assert!(!ok);
+    assert!(err.contains("zero.yaml") && err.contains("spec.trainer.numNodes"), "{err}");
+
+    let text = std::fs::read_to_string(root().join(JOB)).unwrap().replace(
+        "metadata: {name: resnet-cpu,",
+        "metadata: {annotations: {kueue.x-k8s.io/podset-required-topology: host}, name: resnet-cpu,",
+    );
+    let big = dir.join("big.yaml");
+    let text = text.replace("limits: {memory: 32Gi}", "limits: {memory: 32Gi, nvidia.com/gpu: 8}");
+    std::fs::write(&big, text).unwrap();
+    let (ok, _, err) =
+        render(&["-f", big.to_str().unwrap(), "--runtime", &path(RUNTIME), "--topology", &path(CLUSTER)]);
+    assert!(!ok);
+    assert!(err.contains("would not be admitted") && err.contains("NeverFits"), "{err}");
+
+    let (ok, _, err) = render(&["-f", &path(JOB), "--runtime", &path(JOB)]);
+    assert!(!ok);
+    assert!(err.contains("torch_multinode.trainjob.yaml") && err.contains("TrainJob"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}

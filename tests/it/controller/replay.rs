@@ -32,18 +32,27 @@ impl Server {
 
     /// What the scheduling loop says: it admits until it finds its record on the object.
     fn decide(&mut self, admission: &trainyard::controller::admission::AdmissionRecord) {
-        self.world.decision =
-            Some(if recorded(&self.world.job).is_some() { Decision::Running } else { Decision::Admit(admission.clone()) });
+        self.world.decision = Some(if recorded(&self.world.job).is_some() {
+            Decision::Running
+        } else {
+            Decision::Admit(admission.clone())
+        });
     }
 
     fn apply(&mut self, action: &Action) {
         let w = &mut self.world;
         match action {
             Action::AddFinalizer => w.job.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into()),
-            Action::RemoveFinalizer => w.job.metadata.finalizers.get_or_insert_with(Vec::new).retain(|f| f != FINALIZER),
+            Action::RemoveFinalizer => {
+                w.job.metadata.finalizers.get_or_insert_with(Vec::new).retain(|f| f != FINALIZER)
+            }
             Action::RecordAdmission(r) => {
                 self.counts.records_written += 1;
-                w.job.metadata.annotations.get_or_insert_with(Default::default).insert(ADMISSION_ANNOTATION.into(), r.encode());
+                w.job
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(ADMISSION_ANNOTATION.into(), r.encode());
             }
             Action::ClearAdmission => {
                 w.job.metadata.annotations.get_or_insert_with(Default::default).remove(ADMISSION_ANNOTATION);
@@ -55,7 +64,12 @@ impl Server {
                 }
                 w.workload = Some(WorkloadView { suspended, ..Default::default() });
                 if !suspended && w.pods.is_empty() {
-                    let node = object["spec"]["replicatedJobs"].as_array().unwrap().iter().find(|r| r["name"] == "node").unwrap();
+                    let node = object["spec"]["replicatedJobs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|r| r["name"] == "node")
+                        .unwrap();
                     let count = node["template"]["spec"]["parallelism"].as_u64().unwrap() as u32;
                     w.pods = (0..count).map(gated).collect();
                 }
@@ -110,11 +124,17 @@ impl Server {
 }
 
 fn gated(index: u32) -> PodView {
-    let labels = [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    PodView { name: format!("ds-t5-node-0-{index}"), labels, gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()], has_node_selector: false }
+    let labels =
+        [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    PodView {
+        name: format!("ds-t5-node-0-{index}"),
+        labels,
+        gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()],
+        has_node_selector: false,
+    }
 }
 
 #[test]
@@ -126,11 +146,10 @@ fn a_crash_after_any_step_creates_nothing_twice_and_ends_in_the_same_state() {
     assert!(total >= 8, "the scenario has steps to cut: {total}");
     assert_eq!(Server::new().world.intent().unwrap().shape.pods, 2);
     assert_eq!(reference.counts, Counts { jobsets_created: 1, configmaps_created: 1, records_written: 1 });
-    let expected_bindings: BTreeMap<String, String> =
-        [("ds-t5-node-0-0", "host-a"), ("ds-t5-node-0-1", "host-b")]
-            .into_iter()
-            .map(|(p, n)| (p.to_string(), n.to_string()))
-            .collect();
+    let expected_bindings: BTreeMap<String, String> = [("ds-t5-node-0-0", "host-a"), ("ds-t5-node-0-1", "host-b")]
+        .into_iter()
+        .map(|(p, n)| (p.to_string(), n.to_string()))
+        .collect();
     assert_eq!(reference.bound, expected_bindings);
     for cut in 0..total {
         let mut server = Server::new();

@@ -1,0 +1,95 @@
+//! The scheduling loop by value: admissions, repeats until recorded, restarts, endings, domains.
+
+use trainyard::controller::intent::GangIntent;
+use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
+use trainyard_bridges::WorkloadKind;
+use trainyard_policies::PolicyConfig;
+use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
+
+fn cluster() -> Cluster {
+    Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t.yaml")
+        .unwrap()
+}
+
+fn intent(pods: u32, topology: TopologyRequest, domain_mode: bool) -> GangIntent {
+    GangIntent {
+        queue: "q".into(),
+        priority: 0,
+        shape: GangShape { pods, pod: Resources::gpus(8), topology },
+        kind: WorkloadKind::JobSet,
+        domain_mode,
+    }
+}
+
+fn entry(name: &str, created: u64, state: JobState) -> JobEntry {
+    JobEntry { key: format!("ns/{name}"), uid: format!("uid-{name}"), created, state }
+}
+
+fn looped() -> SchedulingLoop {
+    SchedulingLoop::new(cluster(), PolicyConfig::builtin("fifo").unwrap()).unwrap()
+}
+
+#[test]
+fn the_first_gang_is_admitted_and_the_second_waits_with_a_reason() {
+    let mut s = looped();
+    let jobs = vec![
+        entry("a", 1, JobState::Waiting(intent(3, TopologyRequest::Unconstrained, false))),
+        entry("b", 2, JobState::Waiting(intent(2, TopologyRequest::Unconstrained, false))),
+    ];
+    let (d, stats) = s.cycle(&jobs, 10);
+    let Some(Decision::Admit(r)) = d.get("ns/a") else { panic!("{d:?}") };
+    assert_eq!(r.pods(), 3);
+    assert!(
+        matches!(d.get("ns/b"), Some(Decision::Pending { reason, .. }) if reason == "InsufficientCapacity"),
+        "{d:?}"
+    );
+    assert_eq!(stats.admitted, 1);
+    assert_eq!(stats.pending_by_queue.get("q"), Some(&1));
+    // Until the record reaches the object the same admission is repeated, never a second one.
+    let (again, _) = s.cycle(&jobs, 11);
+    assert_eq!(again.get("ns/a"), Some(&Decision::Admit(r.clone())));
+}
+
+#[test]
+fn a_restarted_loop_adopts_recorded_admissions_and_frees_them_when_jobs_end() {
+    let mut first = looped();
+    let a = intent(3, TopologyRequest::Unconstrained, false);
+    let (d, _) = first.cycle(&[entry("a", 1, JobState::Waiting(a.clone()))], 10);
+    let Some(Decision::Admit(record)) = d.get("ns/a").cloned() else { panic!() };
+    // A new process: `a` carries its record; `b` needs 2 hosts, only 1 is free while `a` runs.
+    let mut s = looped();
+    let b = intent(2, TopologyRequest::Unconstrained, false);
+    let mut jobs =
+        vec![entry("a", 1, JobState::Admitted(a.clone(), record.clone())), entry("b", 2, JobState::Waiting(b.clone()))];
+    let (d, _) = s.cycle(&jobs, 20);
+    assert_eq!(d.get("ns/a"), Some(&Decision::Running));
+    assert!(matches!(d.get("ns/b"), Some(Decision::Pending { .. })), "{d:?}");
+    assert_eq!(s.engine().cluster().total_free().gpus, 8);
+    jobs[0].state = JobState::Inactive;
+    let (d, _) = s.cycle(&jobs, 30);
+    assert!(matches!(d.get("ns/b"), Some(Decision::Admit(_))), "{d:?}");
+    assert!(!d.contains_key("ns/a"));
+}
+
+#[test]
+fn a_gang_that_never_fits_is_unschedulable_and_stays_so_without_resubmission() {
+    let mut s = looped();
+    let jobs = vec![entry("big", 1, JobState::Waiting(intent(3, TopologyRequest::Required("rack".into()), false)))];
+    let (d, _) = s.cycle(&jobs, 1);
+    assert!(matches!(d.get("ns/big"), Some(Decision::Unschedulable { reason, .. }) if reason == "NeverFits"), "{d:?}");
+    let (d2, _) = s.cycle(&jobs, 2);
+    assert_eq!(d, d2);
+    assert_eq!(s.engine().pending_len(), 0);
+}
+
+#[test]
+fn domain_mode_records_the_selector_of_every_enclosing_level() {
+    let mut s = looped();
+    let jobs = vec![entry("d", 1, JobState::Waiting(intent(2, TopologyRequest::Required("rack".into()), true)))];
+    let (d, _) = s.cycle(&jobs, 1);
+    let Some(Decision::Admit(r)) = d.get("ns/d") else { panic!("{d:?}") };
+    let selector = r.domain.clone().expect("domain mode");
+    assert_eq!(selector.len(), 1);
+    assert_eq!(selector[0].0, "rack");
+    assert!(r.nodes.len() == 2, "{r:?}");
+}
