@@ -46,7 +46,7 @@ pub struct RenderArgs {
     pub mode: ModeArg,
 }
 
-fn parse<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T> {
+fn parse<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
     let text = read_text(path)?;
     serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
