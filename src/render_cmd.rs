@@ -116,8 +116,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         }
     };
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
-    let rendered =
-        workload::render(&bridge_job, runtime, intent.kind, placement).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let rendered = workload::render(&bridge_job, runtime, intent.kind, placement, None)
+        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     let mut out = String::new();
     for note in &notes {
         writeln!(out, "# note: {note}")?;

@@ -25,6 +25,8 @@ pub fn api_resource(api_version: &str, kind: &str) -> Option<ApiResource> {
         "JobSet" => "jobsets",
         "LeaderWorkerSet" => "leaderworkersets",
         "ConfigMap" => "configmaps",
+        "Workload" => "workloads",
+        "PodGroup" => "podgroups",
         _ => return None,
     };
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))

@@ -7,6 +7,7 @@
 pub mod act;
 pub mod admission;
 pub mod conditions;
+pub mod gang_api;
 pub mod http;
 pub mod intent;
 pub mod lease;

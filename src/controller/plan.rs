@@ -11,6 +11,7 @@ use trainyard_bridges::trainer as bridge;
 
 use super::admission::AdmissionRecord;
 use super::conditions::{self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, QUEUED, STANDALONE_OWNED, SUSPENDED, Want};
+use super::gang_api::GangApi;
 use super::intent::{GangIntent, Problem};
 use super::pods::{GangLayout, PodView, Ungate, ungate};
 use super::scheduler::Decision;
@@ -62,6 +63,8 @@ pub struct Inputs<'a> {
     pub pods: &'a [PodView],
     /// Standalone or companion.
     pub mode: Mode,
+    /// kube-scheduler's gang API version, when the server serves it (standalone mode uses it).
+    pub gang_api: Option<GangApi>,
     /// The time to stamp on changed conditions.
     pub now: &'a Time,
 }
@@ -316,7 +319,8 @@ impl Planner<'_, '_> {
             }
         };
         let placement = workload::placement_of(self.name(), record);
-        match workload::render(&job, runtime, self.kind(), placement) {
+        let gang_api = if self.standalone() { self.inp.gang_api } else { None };
+        match workload::render(&job, runtime, self.kind(), placement, gang_api) {
             Ok(r) => Some(r),
             Err(e) => {
                 self.want(Want::new(FAILED, true, "InvalidSpec", format!("{}: {e}", e.field())), Some(true));
@@ -327,6 +331,10 @@ impl Planner<'_, '_> {
 
     fn apply_rendered(&mut self, record: Option<&AdmissionRecord>, with_hostfile: bool) -> Option<Rendered> {
         let rendered = self.render(record)?;
+        // The pod group must exist before its pods do, or kube-scheduler does not count them.
+        for object in &rendered.gang_objects {
+            self.actions.push(Action::Apply(object.clone()));
+        }
         self.actions.push(Action::Apply(rendered.workload.clone()));
         if with_hostfile
             && !self.inp.hostfile_exists

@@ -23,6 +23,7 @@ use trainyard_bridges::{GANG_LABEL, WorkloadKind};
 use trainyard_policies::PolicyConfig;
 
 use super::act::{Actor, api_resource};
+use super::gang_api::GangApi;
 use super::http::{self, Health};
 use super::intent::IntentContext;
 use super::lease::LeaseLock;
@@ -66,6 +67,7 @@ pub enum ReconcileError {
 
 struct Ctx {
     settings: Settings,
+    gang_api: Option<GangApi>,
     actor: Actor,
     decisions: Mutex<BTreeMap<String, Decision>>,
     policy: Mutex<PolicyConfig>,
@@ -121,6 +123,17 @@ fn dynamic_cache(
 async fn served(client: &Client, ar: &ApiResource) -> bool {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
     api.list(&ListParams::default().limit(1)).await.is_ok()
+}
+
+/// The gang API version the server offers, by a versioned discovery of `scheduling.k8s.io` (the
+/// group's preferred version is v1 PriorityClass, so the alpha and beta versions must be asked for).
+async fn discover_gang_api(client: &Client) -> Option<GangApi> {
+    let group = kube::discovery::group(client, super::gang_api::GROUP).await.ok()?;
+    let served: Vec<(String, Vec<String>)> = group
+        .versions()
+        .map(|v| (v.to_string(), group.versioned_resources(v).into_iter().map(|(ar, _)| ar.plural).collect()))
+        .collect();
+    GangApi::pick(&served)
 }
 
 /// Runs the controller until the process is stopped.
@@ -180,7 +193,10 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     nodes.wait_until_ready().await?;
     pods.wait_until_ready().await?;
 
+    let gang_api = discover_gang_api(&client).await;
+    tracing::info!(version = gang_api.map(GangApi::version), "scheduling.k8s.io gang API");
     let ctx = Arc::new(Ctx {
+        gang_api,
         actor: Actor::new(client.clone(), Some(settings.identity.clone())),
         settings,
         decisions: Mutex::new(BTreeMap::new()),
@@ -444,6 +460,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         hostfile_exists,
         pods: &pods,
         mode: ctx.settings.mode,
+        gang_api: ctx.gang_api,
         now: &now,
     };
     let actions = plan(&inputs);

@@ -8,6 +8,7 @@ use trainyard_bridges::{
 };
 
 use super::admission::AdmissionRecord;
+use super::gang_api::GangApi;
 use super::pods::GangLayout;
 
 /// What the reconciler applies for one admitted TrainJob.
@@ -19,6 +20,8 @@ pub struct Rendered {
     pub hostfile: Option<Value>,
     /// How the gang's pods are numbered.
     pub layout: GangLayout,
+    /// kube-scheduler's Workload and PodGroup for the gang (when the server has the API).
+    pub gang_objects: Vec<Value>,
 }
 
 /// A namespaced object's identity, for deletes and lookups.
@@ -64,13 +67,16 @@ pub fn placement_of(job_name: &str, record: Option<&AdmissionRecord>) -> Placeme
     }
 }
 
-/// Renders the workload of `job` with `placement`.
+/// Renders the workload of `job` with `placement`; with `gang_api`, a placed gang's pods also join
+/// kube-scheduler's pod group for it, and its Workload and PodGroup are rendered too.
 pub fn render(
     job: &bridge::TrainJob,
     runtime: &bridge::TrainingRuntime,
     kind: WorkloadKind,
     placement: Placement,
+    gang_api: Option<GangApi>,
 ) -> Result<Rendered, RenderError> {
+    let placed = placement != Placement::Unplaced;
     let opts = RenderOptions { placement, pod_group_markers: false };
     let name = job.metadata.name.clone().unwrap_or_default();
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
@@ -104,7 +110,23 @@ pub fn render(
             (serde_json::to_value(&lws), hostfile, GangLayout::LeaderWorkerSet { leader_in_gang })
         }
     };
-    let workload = workload.expect("rendered objects serialise");
+    let mut workload = workload.expect("rendered objects serialise");
+    let mut gang_objects = Vec::new();
+    if let Some(api) = gang_api.filter(|_| placed) {
+        let (field, link) = api.pod_link(&name);
+        for template in gang_pod_templates(&mut workload, &layout) {
+            template["spec"][field] = link.clone();
+        }
+        let owner = workload["metadata"]["ownerReferences"][0].clone();
+        let pods = match &layout {
+            GangLayout::JobSet(rjobs) => rjobs.iter().map(|(_, r, p)| r * p).sum(),
+            GangLayout::LeaderWorkerSet { leader_in_gang } => {
+                let size = workload["spec"]["leaderWorkerTemplate"]["size"].as_u64().unwrap_or(1) as u32;
+                if *leader_in_gang { size } else { size.saturating_sub(1) }
+            }
+        };
+        gang_objects = api.objects(&namespace, &name, &owner, pods);
+    }
     let hostfile = hostfile.map(|text| {
         json!({
             "apiVersion": "v1",
@@ -118,5 +140,31 @@ pub fn render(
             "data": {"hostfile": text},
         })
     });
-    Ok(Rendered { workload, hostfile, layout })
+    Ok(Rendered { workload, hostfile, layout, gang_objects })
+}
+
+/// The pod templates of the gang's pods inside a rendered workload.
+fn gang_pod_templates<'a>(workload: &'a mut Value, layout: &GangLayout) -> Vec<&'a mut Value> {
+    match layout {
+        GangLayout::JobSet(rjobs) => {
+            let names: Vec<&str> = rjobs.iter().map(|(n, ..)| n.as_str()).collect();
+            workload["spec"]["replicatedJobs"]
+                .as_array_mut()
+                .map(|list| {
+                    list.iter_mut()
+                        .filter(|r| names.contains(&r["name"].as_str().unwrap_or_default()))
+                        .map(|r| &mut r["template"]["spec"]["template"])
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+        GangLayout::LeaderWorkerSet { leader_in_gang } => {
+            let template = &mut workload["spec"]["leaderWorkerTemplate"];
+            let Some(map) = template.as_object_mut() else { return vec![] };
+            map.iter_mut()
+                .filter(|(k, _)| k.as_str() == "workerTemplate" || (*leader_in_gang && k.as_str() == "leaderTemplate"))
+                .map(|(_, v)| v)
+                .collect()
+        }
+    }
 }

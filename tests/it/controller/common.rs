@@ -60,6 +60,7 @@ pub struct World {
     pub hostfile_exists: bool,
     pub pods: Vec<PodView>,
     pub mode: Mode,
+    pub gang_api: Option<trainyard::controller::gang_api::GangApi>,
 }
 
 impl World {
@@ -72,6 +73,7 @@ impl World {
             hostfile_exists: false,
             pods: vec![],
             mode: Mode::Standalone,
+            gang_api: None,
         }
     }
 
@@ -94,6 +96,7 @@ impl World {
             hostfile_exists: self.hostfile_exists,
             pods: &self.pods,
             mode: self.mode,
+            gang_api: self.gang_api,
             now: &now,
         })
     }

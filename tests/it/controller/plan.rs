@@ -240,3 +240,29 @@ fn companion_preemption_suspends_the_trainjob_and_drops_the_patch() {
     assert_eq!(names(&actions), vec!["PatchTrainJob suspend=true", "ClearAdmission", "Event Preempted", "Status"]);
     assert!(matches!(&actions[0], Action::PatchTrainJob { runtime_patch: None, suspend: true }));
 }
+
+#[test]
+fn with_the_gang_api_the_pod_group_is_applied_before_the_jobset_and_pods_join_it() {
+    use trainyard::controller::gang_api::GangApi;
+    let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
+    w.gang_api = Some(GangApi::V1alpha2);
+    w.decision = Some(Decision::Admit(record(&[("host-a", 3)])));
+    let actions = w.plan();
+    assert_eq!(
+        names(&actions),
+        vec!["RecordAdmission", "Event Admitted", "Apply Workload", "Apply PodGroup", "Apply JobSet", "Status"]
+    );
+    let Action::Apply(group) = &actions[3] else { unreachable!() };
+    assert_eq!(group["apiVersion"], "scheduling.k8s.io/v1alpha2");
+    assert_eq!(group["spec"]["schedulingPolicy"]["gang"]["minCount"], 3);
+    assert_eq!(group["metadata"]["ownerReferences"][0]["kind"], "TrainJob");
+    let Action::Apply(jobset) = &actions[4] else { unreachable!() };
+    for rjob in jobset["spec"]["replicatedJobs"].as_array().unwrap() {
+        let link = &rjob["template"]["spec"]["template"]["spec"]["schedulingGroup"];
+        if rjob["name"] == "node" {
+            assert_eq!(link["podGroupName"], "resnet-cpu-gang");
+        } else {
+            assert!(link.is_null(), "initializers are not in the gang");
+        }
+    }
+}
