@@ -14,6 +14,7 @@ pub mod lease;
 pub mod metrics;
 pub mod plan;
 pub mod pods;
+pub mod queue_status;
 pub mod run;
 pub mod scheduler;
 pub mod snapshot;

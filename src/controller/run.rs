@@ -12,7 +12,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -29,10 +29,11 @@ use super::intent::IntentContext;
 use super::lease::LeaseLock;
 use super::metrics::{Metrics, QueueLabel};
 use super::plan::{Inputs, Mode, plan};
+use super::queue_status::queue_statuses;
 use super::scheduler::{Decision, JobEntry, SchedulingLoop};
 use super::snapshot::{Runtimes, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues};
 use super::views::{pod_view, workload_view};
-use crate::api::{ClusterTrainingRuntime, Queue, Topology, TopologySpec, TrainJob, TrainingRuntime};
+use crate::api::{ClusterTrainingRuntime, FIELD_MANAGER, Queue, Topology, TopologySpec, TrainJob, TrainingRuntime};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -66,6 +67,7 @@ pub enum ReconcileError {
 }
 
 struct Ctx {
+    client: Client,
     settings: Settings,
     gang_api: Option<GangApi>,
     actor: Actor,
@@ -196,6 +198,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     let gang_api = discover_gang_api(&client).await;
     tracing::info!(version = gang_api.map(GangApi::version), "scheduling.k8s.io gang API");
     let ctx = Arc::new(Ctx {
+        client: client.clone(),
         gang_api,
         actor: Actor::new(client.clone(), Some(settings.identity.clone())),
         settings,
@@ -319,6 +322,7 @@ async fn scheduling_loop(
     trigger: mpsc::Sender<ObjectRef<TrainJob>>,
 ) {
     let mut sched: Option<(u64, SchedulingLoop)> = None;
+    let mut problem: Option<String> = None;
     let mut interval = tokio::time::interval(ctx.settings.cycle);
     loop {
         interval.tick().await;
@@ -347,10 +351,12 @@ async fn scheduling_loop(
                     *ctx.policy.lock().expect("lock") = policy;
                     *ctx.gpu_resource.lock().expect("lock") = spec.node_list_options().gpu_resource;
                     sched = Some((fingerprint, looped));
+                    problem = None;
                     tracing::info!(nodes = node_list.len(), queues = queue_list.len(), "cluster and quotas rebuilt");
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "cannot build the cluster or quotas; keeping the previous ones");
+                    problem = Some(e);
                     if let Some((fp, _)) = sched.as_mut() {
                         *fp = fingerprint;
                     }
@@ -372,6 +378,23 @@ async fn scheduling_loop(
         let (decisions, stats) = looped.cycle(&entries, now);
         record_metrics(&ctx.metrics, &stats, &job_list, &decisions, now);
         ctx.metrics.cycle_seconds.observe(started.elapsed().as_secs_f64());
+        let queue_refs: Vec<&Queue> = queue_list.iter().map(|q| q.as_ref()).collect();
+        let now_time = Time(Timestamp::now());
+        for (name, status) in
+            queue_statuses(&queue_refs, looped.engine(), &entries, &decisions, problem.as_deref(), &now_time)
+        {
+            let current = queue_list.iter().find(|q| q.metadata.name.as_deref() == Some(name.as_str()));
+            if current.and_then(|q| q.status.as_ref()) == Some(&status) {
+                continue;
+            }
+            let body = serde_json::json!({"apiVersion": Queue::api_version(&()), "kind": "Queue", "status": status});
+            let api: Api<Queue> = Api::all(ctx.client.clone());
+            if let Err(e) =
+                api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await
+            {
+                tracing::warn!(queue = %name, error = %e, "queue status not written");
+            }
+        }
         let changed: Vec<String> = {
             let mut current = ctx.decisions.lock().expect("lock");
             let changed =

@@ -93,3 +93,25 @@ fn domain_mode_records_the_selector_of_every_enclosing_level() {
     assert_eq!(selector[0].0, "rack");
     assert!(r.nodes.len() == 2, "{r:?}");
 }
+
+#[test]
+fn queue_status_reports_usage_and_counts_and_a_broken_tree() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use trainyard::api::{Queue, QueueSpec};
+    use trainyard::controller::queue_status::queue_statuses;
+    let mut s = looped();
+    let jobs = vec![
+        entry("a", 1, JobState::Waiting(intent(3, TopologyRequest::Unconstrained, false))),
+        entry("b", 2, JobState::Waiting(intent(2, TopologyRequest::Unconstrained, false))),
+    ];
+    let (d, _) = s.cycle(&jobs, 10);
+    let queue = Queue::new("q", QueueSpec::default());
+    let now = Time(k8s_openapi::jiff::Timestamp::from_second(10).unwrap());
+    let statuses = queue_statuses(&[&queue], s.engine(), &jobs, &d, None, &now);
+    let (name, status) = &statuses[0];
+    assert_eq!(name, "q");
+    assert_eq!((status.usage.gpus, status.admitted, status.pending), (Some(24), 1, 1));
+    assert_eq!(status.conditions[0].status, "True");
+    let broken = queue_statuses(&[&queue], s.engine(), &jobs, &d, Some("Queue q: cycle"), &now);
+    assert_eq!(broken[0].1.conditions[0].reason, "InvalidQuotaTree");
+}
