@@ -87,3 +87,57 @@ fn bad_input_names_the_file_and_field() {
     assert!(err.contains("torch_multinode.trainjob.yaml") && err.contains("TrainJob"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn the_kubernetes_examples_parse_and_render_placed_in_one_subblock() {
+    let (ok, out, err) = render(&[
+        "-f",
+        &path("examples/kubernetes/trainjob.yaml"),
+        "--runtime",
+        &path("examples/kubernetes/runtime.yaml"),
+        "--topology",
+        &path("examples/kubernetes/cluster.yaml"),
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("# admitted: 4 pods on 4 nodes"), "{out}");
+    for (file, kind) in [("topology.yaml", "Topology"), ("queues.yaml", "Queue")] {
+        let text = std::fs::read_to_string(root().join("examples/kubernetes").join(file)).unwrap();
+        for doc in text.split("\n---\n") {
+            match kind {
+                "Topology" => drop(serde_saphyr::from_str::<trainyard::api::Topology>(doc).unwrap()),
+                _ => drop(serde_saphyr::from_str::<trainyard::api::Queue>(doc).unwrap()),
+            }
+        }
+    }
+    let queues: Vec<trainyard::api::Queue> = std::fs::read_to_string(root().join("examples/kubernetes/queues.yaml"))
+        .unwrap()
+        .split("\n---\n")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    let refs: Vec<&trainyard::api::Queue> = queues.iter().collect();
+    let policy = trainyard::controller::snapshot::policy_with_queues("", "none", &refs).unwrap();
+    assert_eq!(policy.queues.len(), 3);
+}
+
+#[test]
+fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
+    let dir = std::env::temp_dir().join(format!("trainyard-ctl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("policy.yaml");
+    std::fs::write(&bad, "backfill: easy\nqueues:\n  - {name: a, nominal: {gpus: -3}}\n").unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_trainyard"))
+            .arg("controller")
+            .args(args)
+            .env("KUBECONFIG", dir.join("none"))
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8(out.stderr).unwrap())
+    };
+    let (ok, err) = run(&["--policy", bad.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("policy.yaml") && err.contains("line 3"), "{err}");
+    let (ok, err) = run(&["--cycle", "0"]);
+    assert!(!ok && err.contains("--cycle"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
