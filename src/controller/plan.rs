@@ -120,6 +120,17 @@ fn has_finalizer(job: &TrainJob) -> bool {
     job.metadata.finalizers.as_ref().is_some_and(|f| f.iter().any(|x| x == FINALIZER))
 }
 
+/// Seconds until an admitted TrainJob's `activeDeadlineSeconds` runs out (negative once it has).
+pub fn deadline_left(job: &TrainJob, record: &AdmissionRecord, now: &Time) -> Option<i64> {
+    let limit = job.spec.0.active_deadline_seconds?;
+    let at = i64::try_from(record.at).unwrap_or(i64::MAX);
+    Some(at.saturating_add(limit).saturating_sub(now.0.as_second()))
+}
+
+fn deadline_passed(job: &TrainJob, record: &AdmissionRecord, now: &Time) -> bool {
+    deadline_left(job, record, now).is_some_and(|left| left <= 0)
+}
+
 /// Plans one reconcile of a TrainJob.
 pub fn plan(inp: &Inputs<'_>) -> Vec<Action> {
     let mut p = Planner { inp, actions: Vec::new(), wants: Vec::new(), jobs_status: None };
@@ -219,6 +230,17 @@ impl Planner<'_, '_> {
         let record = recorded(job);
         if self.standalone() && job.spec.0.suspend == Some(true) {
             return self.suspended(record.as_ref());
+        }
+        if self.standalone()
+            && let Some(r) = &record
+            && deadline_passed(job, r, self.inp.now)
+        {
+            // As in Trainer: the clock starts at admission (and again on each resume).
+            self.delete_launched();
+            let message =
+                format!("ran past spec.activeDeadlineSeconds ({} s)", job.spec.0.active_deadline_seconds.unwrap_or(0));
+            self.want(Want::new(FAILED, true, "DeadlineExceeded", message), Some(true));
+            return;
         }
         if !self.standalone() && record.is_none() && job.spec.0.suspend != Some(true) {
             let message = "create the TrainJob with spec.suspend: true so that trainyard admits it";

@@ -266,3 +266,16 @@ fn with_the_gang_api_the_pod_group_is_applied_before_the_jobset_and_pods_join_it
         }
     }
 }
+
+#[test]
+fn a_job_past_its_active_deadline_fails_and_its_jobset_goes() {
+    let mut w = admitted_world(&[("host-a", 3)]);
+    w.workload = Some(WorkloadView::default());
+    // Admitted at t=100 with a 60 s deadline; "now" in these tests is far later.
+    w.job.spec.0.active_deadline_seconds = Some(60);
+    let actions = w.plan();
+    assert_eq!(names(&actions), vec!["Delete JobSet", "Event DeadlineExceeded", "Status"]);
+    assert_eq!(conditions(&actions), vec![c("Failed", "True", "DeadlineExceeded")]);
+    w.job.spec.0.active_deadline_seconds = Some(10_000_000_000);
+    assert!(!names(&w.plan()).contains(&"Delete JobSet".to_string()), "a deadline in the future changes nothing");
+}
