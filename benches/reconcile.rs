@@ -1,0 +1,323 @@
+//! Reconcile planning throughput: TrainJobs per second from watch event to rendered JobSet, 10,000 nodes cached.
+//!
+//! Everything the controller does between its caches and its API writes, in memory and on one
+//! thread: the cluster read from 10,000 `Node` objects, each TrainJob's gang intent (which renders
+//! its JobSet once, unplaced), one scheduling cycle over all of them, and the lifecycle plan of each
+//! admitted TrainJob (record, placed JobSet, status). The baseline renders the same TrainJobs'
+//! JobSets without placement, as Kubeflow Trainer alone would, so the cost of scheduling shows as a
+//! ratio. `cargo bench --bench reconcile` runs 5,000 TrainJobs; `-- --quick`, or any run without
+//! `--bench` (such as `cargo test --benches`), runs 500.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+use trainyard::api::topology::Level;
+use trainyard::api::{ClusterTrainingRuntime, QUEUE_LABEL, REQUIRED_TOPOLOGY, TopologySpec, TrainJob};
+use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
+use trainyard::controller::plan::{Action, Inputs, Mode, plan};
+use trainyard::controller::scheduler::{Decision, JobEntry, SchedulingLoop};
+use trainyard::controller::snapshot::{Runtimes, cluster_from_nodes, intent_of, job_entry};
+use trainyard::controller::workload;
+use trainyard_bridges::trainer::TrainingRuntime;
+use trainyard_policies::PolicyConfig;
+use trainyard_topology::rng::SplitMix64;
+
+const TRAINJOB: &str = include_str!("../bridges/tests/fixtures/torch_multinode.trainjob.yaml");
+const RUNTIME: &str = include_str!("../bridges/tests/fixtures/torch_multinode.runtime.yaml");
+
+const BLOCKS: usize = 10;
+const RACKS_PER_BLOCK: usize = 25;
+const HOSTS_PER_RACK: usize = 40;
+const NODES: usize = BLOCKS * RACKS_PER_BLOCK * HOSTS_PER_RACK;
+const BLOCK_KEY: &str = "example.com/block";
+const RACK_KEY: &str = "example.com/rack";
+const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
+const GPU: &str = "nvidia.com/gpu";
+const QUEUES: u64 = 8;
+/// Creation times start here (2026-01-01T00:00:00Z), one second apart.
+const EPOCH: i64 = 1_767_225_600;
+
+fn node(i: usize) -> Node {
+    let block = i / (RACKS_PER_BLOCK * HOSTS_PER_RACK);
+    let rack = i / HOSTS_PER_RACK % RACKS_PER_BLOCK;
+    let name = format!("gpu-{i:05}");
+    let labels = BTreeMap::from([
+        (BLOCK_KEY.to_string(), format!("b{block:02}")),
+        // Rack names repeat across blocks, as they do in real clusters.
+        (RACK_KEY.to_string(), format!("r{rack:02}")),
+        (HOSTNAME_KEY.to_string(), name.clone()),
+    ]);
+    let resources: BTreeMap<String, Quantity> = [(GPU, "8"), ("cpu", "96"), ("memory", "1024Gi"), ("pods", "110")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+        .collect();
+    let ready = NodeCondition { type_: "Ready".into(), status: "True".into(), ..NodeCondition::default() };
+    Node {
+        metadata: ObjectMeta { name: Some(name), labels: Some(labels), ..ObjectMeta::default() },
+        spec: None,
+        status: Some(NodeStatus {
+            allocatable: Some(resources.clone()),
+            capacity: Some(resources),
+            conditions: Some(vec![ready]),
+            ..NodeStatus::default()
+        }),
+    }
+}
+
+fn topology() -> TopologySpec {
+    let levels = [BLOCK_KEY, RACK_KEY].into_iter().map(|k| Level { node_label: k.into() }).collect();
+    TopologySpec { levels, ..TopologySpec::default() }
+}
+
+/// Eight queues whose nominal quotas add up to the cluster; idle quota may be borrowed.
+fn policy() -> PolicyConfig {
+    let per_queue = (NODES as u64 * 8) / QUEUES;
+    let mut yaml = String::from("name: bench\nbackfill: easy\nqueues:\n");
+    for q in 0..QUEUES {
+        yaml.push_str(&format!("  - {{name: team-{q}, nominal: {{gpus: {per_queue}}}}}\n"));
+    }
+    PolicyConfig::from_yaml(&yaml, "bench policy").expect("valid generated policy")
+}
+
+/// `n` TrainJobs from the fixture: 1-16 nodes of 8 GPUs, one of eight queues, a quarter of them
+/// required to sit in one rack.
+fn train_jobs(n: usize, rng: &mut SplitMix64) -> Vec<TrainJob> {
+    let mut template: TrainJob = serde_saphyr::from_str(TRAINJOB).expect("fixture TrainJob parses");
+    // Standalone mode: trainyard holds an unsuspended TrainJob until it admits it.
+    template.spec.0.suspend = None;
+    (0..n)
+        .map(|i| {
+            let mut job = template.clone();
+            let queue = rng.below(QUEUES);
+            let nodes = 1 + rng.below(16) as i32;
+            let meta = &mut job.metadata;
+            meta.name = Some(format!("train-{i:05}"));
+            meta.namespace = Some(format!("team-{queue}"));
+            meta.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
+            let created = Timestamp::from_second(EPOCH + i as i64).expect("generated time in range");
+            meta.creation_timestamp = Some(Time(created));
+            meta.labels.get_or_insert_with(BTreeMap::new).insert(QUEUE_LABEL.into(), format!("team-{queue}"));
+            if rng.below(4) == 0 {
+                meta.annotations.get_or_insert_with(BTreeMap::new).insert(REQUIRED_TOPOLOGY.into(), RACK_KEY.into());
+            }
+            let trainer = job.spec.0.trainer.as_mut().expect("fixture has spec.trainer");
+            trainer.num_nodes = Some(nodes);
+            trainer.resources_per_node = Some(json!({
+                "requests": {"cpu": "6500m", GPU: "8"},
+                "limits": {"memory": "32Gi", GPU: "8"},
+            }));
+            job
+        })
+        .collect()
+}
+
+/// Count, total and per-item times of one phase.
+struct Phase {
+    count: usize,
+    total: Duration,
+    items: Vec<Duration>,
+}
+
+impl Phase {
+    fn once(count: usize, total: Duration) -> Phase {
+        Phase { count, total, items: Vec::new() }
+    }
+
+    /// Runs `f` on each item, timing each call.
+    fn each<T, R>(items: &[T], mut f: impl FnMut(&T) -> R) -> (Phase, Vec<R>) {
+        let mut out = Vec::with_capacity(items.len());
+        let mut times = Vec::with_capacity(items.len());
+        let started = Instant::now();
+        for item in items {
+            let t = Instant::now();
+            out.push(black_box(f(item)));
+            times.push(t.elapsed());
+        }
+        let total = started.elapsed();
+        (Phase { count: items.len(), total, items: times }, out)
+    }
+
+    fn per_second(&self) -> String {
+        // A rate of one event says nothing.
+        if self.count > 1 { format!("{:.0}", self.count as f64 / self.total.as_secs_f64()) } else { "-".into() }
+    }
+
+    fn mean(&self) -> Duration {
+        self.total / u32::try_from(self.count.max(1)).unwrap_or(u32::MAX)
+    }
+
+    fn quantile(&self, q: f64) -> Option<Duration> {
+        let mut sorted = self.items.clone();
+        sorted.sort_unstable();
+        let last = sorted.len().checked_sub(1)?;
+        sorted.get(((last as f64) * q).round() as usize).copied()
+    }
+
+    fn print(&self, label: &str, note: &str) {
+        let q = |p: f64| self.quantile(p).map_or_else(|| "-".to_string(), us);
+        println!(
+            "{label:<38} {:>6} {:>11} {:>10} {:>10} {:>10}  {note}",
+            self.count,
+            ms(self.total),
+            self.per_second(),
+            q(0.5),
+            q(0.99)
+        );
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} us", d.as_secs_f64() * 1e6)
+}
+
+fn is_jobset(action: &Action) -> bool {
+    matches!(action, Action::Apply(v) if v["kind"] == "JobSet")
+}
+
+/// A reconcile of `job` in standalone mode before anything was created for it.
+fn inputs<'a>(
+    job: &'a TrainJob,
+    runtime: &'a TrainingRuntime,
+    intent: &'a Result<GangIntent, Problem>,
+    decision: Option<&'a Decision>,
+    now: &'a Time,
+) -> Inputs<'a> {
+    let mode = Mode::Standalone;
+    Inputs {
+        job,
+        runtime: Some(runtime),
+        intent,
+        decision,
+        workload: None,
+        hostfile_exists: false,
+        pods: &[],
+        mode,
+        now,
+    }
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
+    let n = if quick { 500 } else { 5_000 };
+    println!(
+        "# Reconcile planning: {NODES} Ready nodes x 8 GPUs ({BLOCKS} blocks x {RACKS_PER_BLOCK} racks x \
+         {HOSTS_PER_RACK} hosts), {n} TrainJobs of 1-16 nodes (torch_multinode fixture, one \
+         ClusterTrainingRuntime), {QUEUES} queues, 1 in 4 required in one rack; standalone mode, one thread."
+    );
+    println!(
+        "# intent = intent_of + job_entry (renders the JobSet once, unplaced); scheduling = one \
+         SchedulingLoop::cycle over all; plan = plan() of each admitted TrainJob with its Admit decision.\n"
+    );
+
+    let nodes: Vec<Node> = (0..NODES).map(node).collect();
+    let node_refs: Vec<&Node> = nodes.iter().collect();
+    let spec = topology();
+    let policy = policy();
+    let started = Instant::now();
+    let cluster = cluster_from_nodes(&node_refs, &spec)?;
+    let mut looped = SchedulingLoop::new(cluster, policy.clone()).map_err(|e| e.to_string())?;
+    let build = Phase::once(1, started.elapsed());
+
+    let runtime: ClusterTrainingRuntime = serde_saphyr::from_str(RUNTIME).expect("fixture runtime parses");
+    let runtimes = Runtimes::index([], [&runtime]);
+    let gpu_resource = spec.node_list_options().gpu_resource;
+    let ctx = IntentContext { policy: &policy, gpu_resource: &gpu_resource };
+    let jobs = train_jobs(n, &mut SplitMix64::new(42));
+
+    // Watch event -> gang intent and the loop's entry, as the scheduling loop builds them.
+    let (intent_phase, intents) = Phase::each(&jobs, |job| {
+        let (intent, runtime) = intent_of(job, &runtimes, &ctx);
+        let entry = job_entry(job, &intent, Mode::Standalone);
+        (intent, runtime, entry)
+    });
+    if let Some((job, (Err(p), ..))) = jobs.iter().zip(&intents).find(|(_, (i, ..))| i.is_err()) {
+        return Err(format!("generated TrainJob {} has no intent: {}", job.key(), p.describe()));
+    }
+    let entries: Vec<JobEntry> = intents.iter().map(|(_, _, e)| e.clone()).collect();
+
+    let now = (EPOCH + n as i64 + 1) as u64;
+    let started = Instant::now();
+    let (decisions, stats) = looped.cycle(&entries, now);
+    let scheduling = Phase::once(n, started.elapsed());
+
+    // The admitted TrainJobs, in creation order, with what plan() needs.
+    type Admitted<'a> = (&'a TrainJob, &'a Result<GangIntent, Problem>, &'a Decision);
+    let admitted: Vec<Admitted<'_>> = jobs
+        .iter()
+        .zip(&intents)
+        .filter_map(|(job, (intent, ..))| match decisions.get(&job.key()) {
+            Some(d @ Decision::Admit(_)) => Some((job, intent, d)),
+            _ => None,
+        })
+        .collect();
+    let run_runtime = intents.first().and_then(|(_, r, _)| *r).ok_or("the runtime did not resolve")?;
+    let stamp = Time(Timestamp::from_second(now as i64).expect("time in range"));
+    // Each closure inspects its output and drops it inside the timed region, as a reconciler does
+    // once it has carried the steps out; keeping thousands of JobSets alive would skew later phases.
+    let (plan_phase, checks) = Phase::each(&admitted, |(job, intent, d)| {
+        let actions = plan(&inputs(job, run_runtime, intent, Some(*d), &stamp));
+        (actions.iter().any(is_jobset), actions.iter().any(|a| matches!(a, Action::RecordAdmission(_))))
+    });
+    let rendered = checks.iter().filter(|(jobset, _)| *jobset).count();
+    let recorded = checks.iter().filter(|(_, record)| *record).count();
+    if rendered != admitted.len() || recorded != admitted.len() {
+        return Err(format!("of {} admitted plans, {rendered} apply a JobSet, {recorded} record", admitted.len()));
+    }
+
+    // Baselines over the same TrainJobs: the JobSet as Kubeflow Trainer renders it (no placement),
+    // and plan() without a decision, which only reports Queued and renders nothing.
+    let (unplaced, renders) = Phase::each(&admitted, |(job, intent, _)| {
+        let kind = intent.as_ref().map(|i| i.kind).expect("checked above");
+        let bridge_job = job.to_bridge().expect("generated TrainJob converts");
+        let rendered = workload::render(&bridge_job, run_runtime, kind, workload::placement_of("", None));
+        rendered.is_ok_and(|r| r.workload["kind"] == "JobSet")
+    });
+    if renders.iter().any(|ok| !ok) {
+        return Err("an unplaced render failed".into());
+    }
+    let (no_decision, _) =
+        Phase::each(&admitted, |(job, intent, _)| plan(&inputs(job, run_runtime, intent, None, &stamp)));
+
+    let e2e = Phase::once(n, intent_phase.total + scheduling.total + plan_phase.total);
+    println!("{:<38} {:>6} {:>11} {:>10} {:>10} {:>10}", "phase", "count", "total", "per s", "p50", "p99");
+    build.print("1. cluster build (10k nodes + loop)", "cluster_from_nodes + SchedulingLoop::new");
+    intent_phase.print("2. intent", "intent_of + job_entry");
+    let note = format!("admitted {} of {n}, {} pending", stats.admitted, stats.pending_by_queue.values().sum::<u64>());
+    scheduling.print("3. scheduling (one cycle)", &note);
+    plan_phase.print("4. plan, admitted (placed JobSet)", &format!("{rendered} JobSets, {recorded} records"));
+    e2e.print("end to end (2 + 3 + 4)", "TrainJobs per second of intent + scheduling + plan");
+    unplaced.print("baseline: render unplaced (Kubeflow)", "to_bridge + workload::render, no placement");
+    no_decision.print("baseline: plan, no decision", "status only; renders nothing");
+    println!();
+    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
+    println!(
+        "placed plan / unplaced render, per TrainJob: {:.2}x ({} vs {})",
+        ratio(plan_phase.mean(), unplaced.mean()),
+        us(plan_phase.mean()),
+        us(unplaced.mean())
+    );
+    // What trainyard does for one TrainJob it launches (its intent, its share of the cycle, its plan)
+    // against Kubeflow Trainer's one render of it.
+    let launched = intent_phase.mean() + scheduling.mean() + plan_phase.mean();
+    println!(
+        "trainyard per launched TrainJob / unplaced render: {:.2}x ({} = intent {} + cycle share {} + plan {}, vs {})",
+        ratio(launched, unplaced.mean()),
+        us(launched),
+        us(intent_phase.mean()),
+        us(scheduling.mean()),
+        us(plan_phase.mean()),
+        us(unplaced.mean())
+    );
+    Ok(())
+}
