@@ -202,6 +202,7 @@ fn inputs<'a>(
         hostfile_exists: false,
         pods: &[],
         mode,
+        gang_api: None,
         now,
     }
 }
@@ -280,7 +281,7 @@ fn main() -> Result<(), String> {
     let (unplaced, renders) = Phase::each(&admitted, |(job, intent, _)| {
         let kind = intent.as_ref().map(|i| i.kind).expect("checked above");
         let bridge_job = job.to_bridge().expect("generated TrainJob converts");
-        let rendered = workload::render(&bridge_job, run_runtime, kind, workload::placement_of("", None));
+        let rendered = workload::render(&bridge_job, run_runtime, kind, workload::placement_of("", None), None);
         rendered.is_ok_and(|r| r.workload["kind"] == "JobSet")
     });
     if renders.iter().any(|ok| !ok) {
