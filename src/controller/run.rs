@@ -195,6 +195,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     nodes.wait_until_ready().await?;
     pods.wait_until_ready().await?;
 
+    let ctx_lws_served = lws.is_some();
     let gang_api = discover_gang_api(&client).await;
     tracing::info!(version = gang_api.map(GangApi::version), "scheduling.k8s.io gang API");
     let ctx = Arc::new(Ctx {
@@ -216,14 +217,26 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     });
     let (trigger_tx, trigger_rx) = mpsc::channel::<ObjectRef<TrainJob>>(1024);
     let jobs_api = Api::<TrainJob>::all(client.clone());
-    let controller = Controller::new(jobs_api, watcher::Config::default())
+    let mut controller = Controller::new(jobs_api, watcher::Config::default())
         .owns_with(
             Api::<DynamicObject>::all_with(client.clone(), &jobset_ar),
             jobset_ar.clone(),
             watcher::Config::default(),
         )
+        // A gang pod appearing (gated) or changing brings its TrainJob's reconcile, which binds it.
+        .watches(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(GANG_LABEL), |pod: Pod| {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            pod.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)).map(|gang| ObjectRef::new(gang).within(&ns))
+        })
         .reconcile_on(tokio_stream_from(trigger_rx))
         .shutdown_on_signal();
+    if ctx_lws_served {
+        controller = controller.owns_with(
+            Api::<DynamicObject>::all_with(client.clone(), &lws_ar),
+            lws_ar.clone(),
+            watcher::Config::default(),
+        );
+    }
     let jobs = controller.store();
     health.ready.store(true, Ordering::Relaxed);
     tokio::spawn(scheduling_loop(ctx.clone(), jobs, nodes, queues, topologies, trigger_tx));
