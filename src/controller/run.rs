@@ -505,14 +505,19 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     }
     ctx.actor.run(&job, &actions).await?;
     ctx.failures.lock().expect("lock").remove(&job.key());
-    // Gated pods appear after the JobSet's Jobs create them; look again soon while any may be missing.
-    let waiting_for_pods =
-        matches!(decision, Some(Decision::Admit(_) | Decision::Running)) && pods.iter().any(|p| !p.gates.is_empty());
-    Ok(if waiting_for_pods {
-        Requeue::requeue(Duration::from_secs(2))
-    } else {
-        Requeue::requeue(Duration::from_secs(300))
-    })
+    Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now))))
+}
+
+/// Seconds until this TrainJob should be looked at again without an event: soon while an
+/// admitted gang has pods not yet bound (a missed pod event must not strand them), at its
+/// `activeDeadlineSeconds` when that comes first, else a slow resync.
+fn next_look(job: &TrainJob, pods: &[super::pods::PodView], now: &Time) -> u64 {
+    let Some(record) = super::plan::recorded(job) else { return 300 };
+    let bound = pods.iter().filter(|p| !p.gates.iter().any(|g| g == trainyard_bridges::TOPOLOGY_GATE)).count();
+    if record.domain.is_none() && (bound as u64) < u64::from(record.pods()) {
+        return 2;
+    }
+    super::plan::deadline_left(job, &record, now).map_or(300, |left| left.clamp(1, 300) as u64)
 }
 
 fn error_policy(job: Arc<TrainJob>, error: &ReconcileError, ctx: Arc<Ctx>) -> Requeue {
