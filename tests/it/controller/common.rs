@@ -133,3 +133,19 @@ pub fn conditions(actions: &[Action]) -> Vec<(String, String, String)> {
         })
         .unwrap_or_default()
 }
+
+/// A gated pod of the `node` replicated job of JobSet `jobset`, with completion index `index`.
+pub fn gated_pod(jobset: &str, index: u32, has_node_selector: bool) -> PodView {
+    use trainyard::controller::pods::{COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, RJOB_LABEL};
+    let labels =
+        [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+    PodView {
+        name: format!("{jobset}-node-0-{index}"),
+        labels,
+        gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()],
+        has_node_selector,
+    }
+}

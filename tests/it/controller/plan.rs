@@ -3,7 +3,6 @@
 use trainyard::api::trainer::TrainJobStatus;
 use trainyard::api::{ADMISSION_ANNOTATION, REQUIRED_TOPOLOGY};
 use trainyard::controller::plan::{Action, Mode, PATCH_MANAGER, WorkloadView};
-use trainyard::controller::pods::{COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, PodView, RJOB_LABEL};
 use trainyard::controller::scheduler::Decision;
 use trainyard_bridges::TOPOLOGY_GATE;
 
@@ -19,20 +18,6 @@ fn admitted_world(nodes: &[(&str, u32)]) -> World {
     w.job.metadata.annotations.get_or_insert_with(Default::default).insert(ADMISSION_ANNOTATION.into(), r.encode());
     w.decision = Some(Decision::Running);
     w
-}
-
-fn gated_pod(index: u32) -> PodView {
-    let labels =
-        [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-    PodView {
-        name: format!("resnet-cpu-node-0-{index}"),
-        labels,
-        gates: vec![TOPOLOGY_GATE.into()],
-        has_node_selector: true,
-    }
 }
 
 /// Applies the status a plan sets, as the API server would.
@@ -72,7 +57,7 @@ fn an_admission_is_recorded_before_the_jobset_is_applied() {
 fn gated_pods_are_bound_to_their_slots_and_a_converged_job_plans_nothing() {
     let mut w = admitted_world(&[("host-a", 2), ("host-b", 1)]);
     w.workload = Some(WorkloadView::default());
-    w.pods = vec![gated_pod(2), gated_pod(0), gated_pod(1)];
+    w.pods = vec![gated_pod("resnet-cpu", 2, true), gated_pod("resnet-cpu", 0, true), gated_pod("resnet-cpu", 1, true)];
     let actions = w.plan();
     assert_eq!(
         names(&actions),

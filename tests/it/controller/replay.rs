@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use trainyard::api::trainer::TrainJobStatus;
 use trainyard::api::{ADMISSION_ANNOTATION, FINALIZER};
 use trainyard::controller::plan::{Action, WorkloadView, recorded};
-use trainyard::controller::pods::{COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, PodView, RJOB_LABEL};
 use trainyard::controller::scheduler::Decision;
 
 use super::common::*;
@@ -71,7 +70,7 @@ impl Server {
                         .find(|r| r["name"] == "node")
                         .unwrap();
                     let count = node["template"]["spec"]["parallelism"].as_u64().unwrap() as u32;
-                    w.pods = (0..count).map(gated).collect();
+                    w.pods = (0..count).map(|i| gated_pod("ds-t5", i, false)).collect();
                 }
             }
             Action::Apply(object) => {
@@ -120,20 +119,6 @@ impl Server {
             }
         }
         panic!("reconcile does not converge: {:?}", names(&self.world.plan()));
-    }
-}
-
-fn gated(index: u32) -> PodView {
-    let labels =
-        [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect();
-    PodView {
-        name: format!("ds-t5-node-0-{index}"),
-        labels,
-        gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()],
-        has_node_selector: false,
     }
 }
 
