@@ -12,6 +12,7 @@ pub mod lws;
 pub mod meta;
 pub mod pod;
 pub mod render;
+pub mod slurm;
 pub mod trainer;
 
 mod merge;
