@@ -68,6 +68,9 @@ enum Command {
     /// Print what the controller would create for a TrainJob, without a cluster: the JobSet or
     /// LeaderWorkerSet with trainyard's placement, and where each pod goes.
     Render(crate::render_cmd::RenderArgs),
+    /// Run gangs on a Slurm cluster (slurmrestd or sbatch) and read its nodes and switches.
+    #[command(subcommand)]
+    Slurm(crate::slurm_cmd::SlurmCommand),
 }
 
 /// Flags of `trainyard crds`.
@@ -206,6 +209,7 @@ impl Cli {
             Command::Crds(args) => run_crds(&args),
             Command::Controller(args) => crate::controller_cmd::run_controller(&args),
             Command::Render(args) => crate::render_cmd::run(&args),
+            Command::Slurm(command) => crate::slurm_cmd::run(&command),
         }
     }
 }

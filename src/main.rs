@@ -8,6 +8,7 @@ mod inputs;
 mod place;
 mod render_cmd;
 mod simulate;
+mod slurm_cmd;
 mod synth;
 
 use clap::Parser;
