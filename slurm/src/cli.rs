@@ -87,16 +87,16 @@ impl CliClient {
     }
 }
 
-/// Keeps the keys `topology.conf` has from `scontrol show topology` lines (which add `Level=` and
-/// `LinkSpeed=`), so the same reader takes both.
+/// Keeps the keys `topology.conf` has from `scontrol show topology` lines, so the same reader takes
+/// both: it adds `Level=` and `LinkSpeed=`, and lists the nodes below an upper switch as well as its
+/// child switches, where topology.conf names only the switches.
 pub fn switch_lines(text: &str) -> String {
     text.lines()
         .filter(|l| l.trim_start().starts_with("SwitchName="))
         .map(|l| {
-            l.split_whitespace()
-                .filter(|kv| ["SwitchName=", "Switches=", "Nodes="].iter().any(|k| kv.starts_with(k)))
-                .collect::<Vec<_>>()
-                .join(" ")
+            let upper = l.split_whitespace().any(|kv| kv.starts_with("Switches="));
+            let keep: &[&str] = if upper { &["SwitchName=", "Switches="] } else { &["SwitchName=", "Nodes="] };
+            l.split_whitespace().filter(|kv| keep.iter().any(|k| kv.starts_with(k))).collect::<Vec<_>>().join(" ")
         })
         .collect::<Vec<_>>()
         .join("\n")
@@ -108,7 +108,7 @@ mod tests {
 
     #[test]
     fn scontrol_topology_becomes_topology_conf() {
-        let text = "SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n[1-2]\nSwitchName=top Level=1 LinkSpeed=1 Switches=s[1-2]\n";
+        let text = "SwitchName=s1 Level=0 LinkSpeed=1 Nodes=n[1-2]\nSwitchName=top Level=1 LinkSpeed=1 Nodes=n[1-2] Switches=s[1-2]\n";
         assert_eq!(switch_lines(text), "SwitchName=s1 Nodes=n[1-2]\nSwitchName=top Switches=s[1-2]");
     }
 }
