@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The project's whole test suite, as CI runs it: formatting, lints, the dependency rule of the
 # sans-IO core, every test of every crate, and the offline Kubernetes manifest checks (Helm chart
-# lint/render/validation and rendered JobSets/LeaderWorkerSets against upstream schemas). Needs the
-# Rust toolchain (cargo with rustfmt and clippy) and python3; it installs the pinned Python tools
-# into target/pyenv (scripts/python-env.sh) on first use.
+# lint/render/validation and rendered JobSets/LeaderWorkerSets against upstream schemas), and the
+# Slurm bridge against a real local Slurm. Needs the Rust toolchain (cargo with rustfmt and clippy)
+# and python3; it installs the pinned Python tools into target/pyenv (scripts/python-env.sh) and,
+# on Debian, the Slurm packages (scripts/slurm/start.sh, as root or through sudo) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,7 +30,7 @@ else
 fi
 
 step "the core crates stay free of kube, tokio and tonic"
-for crate in trainyard-topology trainyard-policies trainyard-simulator trainyard-bridges; do
+for crate in trainyard-topology trainyard-policies trainyard-simulator trainyard-bridges trainyard-slurm; do
   bad=$(cargo tree -p "$crate" -e normal --prefix none --locked | awk '{print $1}' \
         | grep -E '^(kube|kube-[a-z]+|k8s-openapi|tokio|tonic)$' | sort -u || true)
   if [ -n "$bad" ]; then
@@ -56,15 +57,28 @@ fi
 step "helm chart: lint, render, validate (offline, real Helm SDK)"
 bash scripts/check-chart.sh
 
-step "tests (cargo test --workspace)"
+step "Slurm bridge against a real local Slurm (scripts/slurm/with-slurm.sh)"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+slurm_log=$(mktemp)
+trap 'rm -f "$log" "$slurm_log"' EXIT
+set +e
+bash scripts/slurm/with-slurm.sh cargo test -p trainyard-slurm --features client --locked --test local \
+  -- --include-ignored --test-threads=1 2>&1 | tee "$slurm_log"
+slurm_status=${PIPESTATUS[0]}
+set -e
+if [ "$slurm_status" -ne 0 ]; then
+  echo "the Slurm bridge tests failed" >&2
+  exit "$slurm_status"
+fi
+
+step "tests (cargo test --workspace)"
 set +e
 cargo test --workspace --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line over all test binaries (cargo prints one per binary, the last often a
 # doc-test run with nothing in it).
+cat "$slurm_log" >> "$log"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

@@ -105,7 +105,10 @@ pub fn run(command: &SlurmCommand) -> Result<()> {
             SlurmCommand::Status(args) => {
                 let b = bridge(&args.connection).await?;
                 match b.status(&args.gang).await? {
-                    Some(job) => println!("{} job {} {} ({:?}) nodes {}", args.gang, job.id, job.slurm_state, job.state, job.nodes),
+                    Some(job) => println!(
+                        "{} job {} {} ({:?}) nodes {}",
+                        args.gang, job.id, job.slurm_state, job.state, job.nodes
+                    ),
                     None => bail!("Slurm has no job of gang {}", args.gang),
                 }
                 Ok(())
@@ -131,12 +134,20 @@ async fn submit(args: &SubmitArgs) -> Result<()> {
     let submission = b.submit(&gang).await.with_context(|| format!("submitting gang {}", gang.gang))?;
     match (submission.existing, submission.via) {
         (true, _) => println!("{}: Slurm already has job {}; nothing submitted", gang.gang, submission.job_id),
-        (false, via) => println!("{}: submitted job {} via {:?}", gang.gang, submission.job_id, via.unwrap_or(trainyard_slurm::bridge::Via::Sbatch)),
+        (false, via) => println!(
+            "{}: submitted job {} via {:?}",
+            gang.gang,
+            submission.job_id,
+            via.unwrap_or(trainyard_slurm::bridge::Via::Sbatch)
+        ),
     }
     let Some(seconds) = args.wait else { return Ok(()) };
     let job = b.wait(&gang.gang, Duration::from_millis(500), Duration::from_secs(seconds)).await?;
     let Some(job) = job else { bail!("{}: Slurm no longer reports the job", gang.gang) };
-    println!("{}: job {} ended {} ({:?}), exit code {:?}", gang.gang, job.id, job.slurm_state, job.state, job.exit_code);
+    println!(
+        "{}: job {} ended {} ({:?}), exit code {:?}",
+        gang.gang, job.id, job.slurm_state, job.state, job.exit_code
+    );
     match job.state {
         GangState::Completed => Ok(()),
         s if !s.is_terminal() => bail!("{}: still {:?} after {seconds} s", gang.gang, s),
@@ -163,13 +174,27 @@ async fn nodes(args: &NodesArgs) -> Result<()> {
     println!("levels: {}", spec.levels.join(" > "));
     for n in &spec.nodes {
         let c = n.capacity;
-        println!("{:<40} gpus {:>2}  cpus {:>4}  memory {:>7} MiB", n.path.join("/"), c.gpus, c.cpu_milli / 1000, c.memory_mib);
+        println!(
+            "{:<40} gpus {:>2}  cpus {:>4}  memory {:>7} MiB",
+            n.path.join("/"),
+            c.gpus,
+            c.cpu_milli / 1000,
+            c.memory_mib
+        );
     }
     if let Some(out) = &args.out {
-        let mut yaml = format!("# Imported from Slurm by `trainyard slurm nodes`.\nname: slurm\nlevels: [{}]\nnodes:\n", spec.levels.join(", "));
+        let mut yaml = format!(
+            "# Imported from Slurm by `trainyard slurm nodes`.\nname: slurm\nlevels: [{}]\nnodes:\n",
+            spec.levels.join(", ")
+        );
         for n in &spec.nodes {
-            let at: Vec<String> =
-                spec.levels.iter().zip(&n.path).take(n.path.len().saturating_sub(1)).map(|(l, v)| format!("{l}: {v}")).collect();
+            let at: Vec<String> = spec
+                .levels
+                .iter()
+                .zip(&n.path)
+                .take(n.path.len().saturating_sub(1))
+                .map(|(l, v)| format!("{l}: {v}"))
+                .collect();
             let c = n.capacity;
             write!(
                 yaml,

@@ -149,10 +149,20 @@ impl Bridge {
     }
 
     /// Polls the gang every `poll` until its job ends or `timeout` passes; returns the last view.
+    /// A job that can never start as submitted (sbatch accepts one that asks for more nodes than
+    /// its partition has, where slurmrestd refuses it at once) is cancelled and reported as
+    /// refused, with Slurm's pending reason.
     pub async fn wait(&self, gang: &str, poll: Duration, timeout: Duration) -> Result<Option<JobInfo>, SlurmError> {
         let start = tokio::time::Instant::now();
         loop {
             let job = self.status(gang).await?;
+            if let Some(j) = job.as_ref().filter(|j| j.never_starts()) {
+                let _ = self.cancel(gang).await;
+                return Err(SlurmError::Refused {
+                    what: format!("job {}", j.id),
+                    messages: vec![format!("it can never start as submitted: {}", j.reason)],
+                });
+            }
             if job.as_ref().is_some_and(|j| j.state.is_terminal()) || start.elapsed() >= timeout {
                 return Ok(job);
             }

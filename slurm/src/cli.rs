@@ -69,7 +69,9 @@ impl CliClient {
     pub async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
         match self.run("scancel", &[&id.to_string()], None).await {
             Ok(_) => Ok(()),
-            Err(SlurmError::Refused { messages, .. }) if messages.iter().any(|m| m.contains("Invalid job id")) => Ok(()),
+            Err(SlurmError::Refused { messages, .. }) if messages.iter().any(|m| m.contains("Invalid job id")) => {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }

@@ -64,6 +64,26 @@ fn job(v: &Value) -> Option<JobInfo> {
     })
 }
 
+/// Pending reasons that mean the job can never start as submitted (Slurm accepts such jobs when
+/// `EnforcePartLimits=NO` and lets them wait forever).
+pub const NEVER_STARTS: [&str; 8] = [
+    "PartitionNodeLimit",
+    "PartitionTimeLimit",
+    "PartitionConfig",
+    "BadConstraints",
+    "InvalidAccount",
+    "InvalidQOS",
+    "QOSMaxNodePerJobLimit",
+    "AccountNotAllowed",
+];
+
+impl JobInfo {
+    /// Whether it waits for something that will never come (see [`NEVER_STARTS`]).
+    pub fn never_starts(&self) -> bool {
+        self.state == GangState::Pending && NEVER_STARTS.contains(&self.reason.as_str())
+    }
+}
+
 /// The newest job of `gang` among `jobs` (a gang resubmitted after it ended has several).
 pub fn find_gang<'a>(jobs: &'a [JobInfo], gang: &str) -> Option<&'a JobInfo> {
     jobs.iter().filter(|j| j.gang.as_deref() == Some(gang)).max_by_key(|j| j.id)

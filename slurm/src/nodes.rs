@@ -29,7 +29,10 @@ impl NodeInfo {
     /// Whether jobs can start on it (not down, drained, failing or in maintenance).
     pub fn usable(&self) -> bool {
         !self.state.iter().any(|s| {
-            matches!(s.as_str(), "down" | "drain" | "drained" | "draining" | "fail" | "failing" | "maint" | "future" | "inval")
+            matches!(
+                s.as_str(),
+                "down" | "drain" | "drained" | "draining" | "fail" | "failing" | "maint" | "future" | "inval"
+            )
         })
     }
 }

@@ -64,9 +64,9 @@ impl RestClient {
         let api = match listed {
             Ok(doc) => {
                 let paths = doc.get("paths").and_then(Value::as_object);
-                SUPPORTED_APIS.into_iter().find(|v| {
-                    paths.is_some_and(|p| p.contains_key(&format!("/slurm/{v}/job/submit")))
-                })
+                SUPPORTED_APIS
+                    .into_iter()
+                    .find(|v| paths.is_some_and(|p| p.contains_key(&format!("/slurm/{v}/job/submit"))))
             }
             Err(e) if e.is_transient() => return Err(e),
             Err(_) => {
@@ -104,7 +104,10 @@ impl RestClient {
         let status = response.status();
         let text = response.text().await.map_err(|e| SlurmError::Unreachable(format!("{what}: {e}")))?;
         if status.as_u16() == 401 || status.as_u16() == 403 {
-            return Err(SlurmError::Refused { what: what.into(), messages: vec![format!("HTTP {status}: {}", text.trim())] });
+            return Err(SlurmError::Refused {
+                what: what.into(),
+                messages: vec![format!("HTTP {status}: {}", text.trim())],
+            });
         }
         let body: Value = serde_json::from_str(&text).map_err(|e| SlurmError::BadAnswer {
             what: what.into(),
@@ -157,7 +160,9 @@ impl RestClient {
     pub async fn cancel(&self, id: u64) -> Result<(), SlurmError> {
         match self.send(self.http.delete(self.path(&format!("job/{id}"))), "job cancel").await {
             Ok(_) => Ok(()),
-            Err(SlurmError::Refused { messages, .. }) if messages.iter().any(|m| m.contains("Invalid job id")) => Ok(()),
+            Err(SlurmError::Refused { messages, .. }) if messages.iter().any(|m| m.contains("Invalid job id")) => {
+                Ok(())
+            }
             Err(e) => Err(e),
         }
     }
