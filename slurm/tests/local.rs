@@ -220,3 +220,24 @@ async fn an_unreachable_slurmrestd_is_a_transient_error() {
     let err = RestClient::connect(config).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
 }
+
+#[tokio::test]
+#[ignore = "needs a local Slurm"]
+async fn a_submission_during_a_slurmrestd_outage_waits_for_it_and_submits_once() {
+    let b = bridge(true).await;
+    let state = state_dir();
+    let pid = std::fs::read_to_string(state.join("run/slurmrestd.pid")).unwrap().trim().to_string();
+    assert!(std::process::Command::new("kill").arg(&pid).status().unwrap().success());
+    // Bring slurmrestd back a little later: start.sh starts only the daemons that are not running.
+    let start = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/slurm/start.sh");
+    let restarter = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        std::process::Command::new("bash").arg(start).arg(state).stdout(std::process::Stdio::null()).status()
+    });
+    let g = gang("outage", 1, &["true"]);
+    let s = b.submit(&g).await.expect("retried until slurmrestd came back");
+    assert!(restarter.join().unwrap().unwrap().success());
+    assert!(!s.existing);
+    let jobs = b.jobs().await.unwrap();
+    assert_eq!(jobs.iter().filter(|j| j.gang.as_deref() == Some(g.gang.as_str())).count(), 1, "submitted once");
+}
