@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use trainyard_bridges::slurm::{SlurmGang, SlurmPlacement};
+use trainyard_bridges::slurm::{GangState, SlurmGang, SlurmPlacement};
 
 use crate::cli::CliClient;
 use crate::error::SlurmError;
@@ -111,7 +111,9 @@ impl Bridge {
         let mut wait = self.retry.first_wait;
         let mut attempt = 1;
         loop {
-            if let Some(job) = self.status(&gang.gang).await? {
+            // A cancelled job (taken back after a refusal, or by hand) may be submitted again;
+            // any other job of the gang, running or ended, means it was submitted already.
+            if let Some(job) = self.status(&gang.gang).await?.filter(|j| j.state != GangState::Cancelled) {
                 return Ok(Submission { job_id: job.id, existing: true, via: None });
             }
             let switches = matches!(gang.placement, Some(SlurmPlacement::Switches(_)));
@@ -156,7 +158,21 @@ impl Bridge {
         let start = tokio::time::Instant::now();
         loop {
             let job = self.status(gang).await?;
-            if let Some(j) = job.as_ref().filter(|j| j.never_starts()) {
+            let partition_nodes = match &job {
+                Some(j) if j.state == GangState::Pending && !j.reason.is_empty() => {
+                    let nodes = self.nodes().await?;
+                    Some(
+                        nodes
+                            .iter()
+                            .filter(|n| {
+                                j.partition.is_empty() || n.partitions.contains(&j.partition.to_ascii_lowercase())
+                            })
+                            .count() as u64,
+                    )
+                }
+                _ => None,
+            };
+            if let Some(j) = job.as_ref().filter(|j| j.never_starts(partition_nodes)) {
                 let _ = self.cancel(gang).await;
                 return Err(SlurmError::Refused {
                     what: format!("job {}", j.id),

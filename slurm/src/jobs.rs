@@ -24,6 +24,10 @@ pub struct JobInfo {
     pub nodes: String,
     /// Exit code of the batch script, when it ended.
     pub exit_code: Option<i64>,
+    /// Its partition.
+    pub partition: String,
+    /// Nodes it asked for (or holds).
+    pub node_count: u64,
 }
 
 /// The `jobs` array of a slurmrestd or `squeue --json` answer.
@@ -61,26 +65,27 @@ fn job(v: &Value) -> Option<JobInfo> {
         reason: text(v, "state_reason"),
         nodes: text(v, "nodes"),
         exit_code,
+        partition: text(v, "partition"),
+        node_count: v.get("node_count").and_then(Value::as_u64).unwrap_or(0),
     })
 }
 
-/// Pending reasons that mean the job can never start as submitted (Slurm accepts such jobs when
-/// `EnforcePartLimits=NO` and lets them wait forever).
-pub const NEVER_STARTS: [&str; 8] = [
-    "PartitionNodeLimit",
-    "PartitionTimeLimit",
-    "PartitionConfig",
-    "BadConstraints",
-    "InvalidAccount",
-    "InvalidQOS",
-    "QOSMaxNodePerJobLimit",
-    "AccountNotAllowed",
-];
+/// Pending reasons that mean the job can never start as submitted, whatever the nodes' state
+/// (Slurm accepts such jobs when `EnforcePartLimits=NO` and lets them wait forever).
+pub const NEVER_STARTS: [&str; 4] = ["PartitionTimeLimit", "InvalidAccount", "InvalidQOS", "AccountNotAllowed"];
+
+/// Reasons Slurm also gives while nodes are down or drained: final only when the job asks for
+/// more nodes than its partition has at all.
+pub const SIZE_REASONS: [&str; 2] = ["PartitionNodeLimit", "PartitionConfig"];
 
 impl JobInfo {
-    /// Whether it waits for something that will never come (see [`NEVER_STARTS`]).
-    pub fn never_starts(&self) -> bool {
-        self.state == GangState::Pending && NEVER_STARTS.contains(&self.reason.as_str())
+    /// Whether it waits for something that will never come, given how many nodes its partition
+    /// has (`None` when unknown: only the reasons that do not depend on node state count).
+    pub fn never_starts(&self, partition_nodes: Option<u64>) -> bool {
+        let reason = self.reason.as_str();
+        self.state == GangState::Pending
+            && (NEVER_STARTS.contains(&reason)
+                || SIZE_REASONS.contains(&reason) && partition_nodes.is_some_and(|n| self.node_count > n))
     }
 }
 
@@ -108,5 +113,12 @@ mod tests {
         assert_eq!(find_gang(&jobs, "ns/a").unwrap().id, 11);
         assert_eq!(find_gang(&jobs, "ns/a").unwrap().state, GangState::Timeout);
         assert!(parse_jobs(&json!({"jobs": [{"name": "x"}]})).is_err());
+        let big =
+            parse_jobs(&json!({"jobs": [{"job_id": 3, "job_state": "PENDING", "state_reason": "PartitionNodeLimit",
+            "partition": "debug", "node_count": 9}]}))
+            .unwrap();
+        assert!(big[0].never_starts(Some(4)), "9 nodes asked of a 4-node partition");
+        assert!(!big[0].never_starts(Some(16)), "nodes down or drained: it may still start");
+        assert!(!big[0].never_starts(None));
     }
 }

@@ -21,6 +21,9 @@ pub struct RestConfig {
     pub user: String,
     /// `X-SLURM-USER-TOKEN` (a JWT from `scontrol token`).
     pub token: String,
+    /// Where the token came from, to read it again when slurmrestd stops accepting it (tokens
+    /// expire; whoever mints them rewrites the file).
+    pub token_file: Option<String>,
 }
 
 impl RestConfig {
@@ -29,25 +32,39 @@ impl RestConfig {
     pub fn from_env() -> Result<Option<RestConfig>, String> {
         let Ok(url) = std::env::var("SLURMRESTD_URL") else { return Ok(None) };
         let user = std::env::var("SLURMRESTD_USER").unwrap_or_else(|_| "root".into());
-        let token = match (std::env::var("SLURMRESTD_TOKEN"), std::env::var("SLURMRESTD_TOKEN_FILE")) {
-            (Ok(t), _) => t,
-            (Err(_), Ok(path)) => std::fs::read_to_string(&path)
-                .map_err(|e| format!("SLURMRESTD_TOKEN_FILE {path}: {e}"))?
-                .trim()
-                .trim_start_matches("SLURM_JWT=")
-                .to_string(),
+        let (token, token_file) = match (std::env::var("SLURMRESTD_TOKEN"), std::env::var("SLURMRESTD_TOKEN_FILE")) {
+            (Ok(t), _) => (t, None),
+            (Err(_), Ok(path)) => (read_token(&path)?, Some(path)),
             _ => return Err("SLURMRESTD_URL is set but neither SLURMRESTD_TOKEN nor SLURMRESTD_TOKEN_FILE".into()),
         };
-        Ok(Some(RestConfig { url: url.trim_end_matches('/').to_string(), user, token }))
+        Ok(Some(RestConfig { url: url.trim_end_matches('/').to_string(), user, token, token_file }))
     }
 }
 
+/// The token in a file as `scontrol token` prints it (`SLURM_JWT=...`) or bare.
+fn read_token(path: &str) -> Result<String, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("SLURMRESTD_TOKEN_FILE {path}: {e}"))?;
+    Ok(text.trim().trim_start_matches("SLURM_JWT=").to_string())
+}
+
 /// A slurmrestd client.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct RestClient {
     http: reqwest::Client,
     config: RestConfig,
+    token: std::sync::RwLock<String>,
     api: String,
+}
+
+impl Clone for RestClient {
+    fn clone(&self) -> RestClient {
+        RestClient {
+            http: self.http.clone(),
+            config: self.config.clone(),
+            token: std::sync::RwLock::new(self.token()),
+            api: self.api.clone(),
+        }
+    }
 }
 
 impl RestClient {
@@ -59,7 +76,8 @@ impl RestClient {
             .connect_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| SlurmError::Unreachable(e.to_string()))?;
-        let mut client = RestClient { http, config, api: String::new() };
+        let token = std::sync::RwLock::new(config.token.clone());
+        let mut client = RestClient { http, config, token, api: String::new() };
         let listed = client.get_json("/openapi").await;
         let api = match listed {
             Ok(doc) => {
@@ -94,13 +112,37 @@ impl RestClient {
         &self.api
     }
 
+    fn token(&self) -> String {
+        self.token.read().map(|t| t.clone()).unwrap_or_default()
+    }
+
     async fn send(&self, request: reqwest::RequestBuilder, what: &str) -> Result<Value, SlurmError> {
-        let response = request
+        let retry = request.try_clone();
+        let response = self.send_once(request, what).await?;
+        // An expired token: read the file again (it may have been renewed) and try once more.
+        if response.status().as_u16() == 401
+            && let (Some(path), Some(retry)) = (&self.config.token_file, retry)
+            && let Ok(fresh) = read_token(path)
+            && fresh != self.token()
+        {
+            if let Ok(mut t) = self.token.write() {
+                *t = fresh;
+            }
+            return self.read(self.send_once(retry, what).await?, what).await;
+        }
+        self.read(response, what).await
+    }
+
+    async fn send_once(&self, request: reqwest::RequestBuilder, what: &str) -> Result<reqwest::Response, SlurmError> {
+        request
             .header("X-SLURM-USER-NAME", &self.config.user)
-            .header("X-SLURM-USER-TOKEN", &self.config.token)
+            .header("X-SLURM-USER-TOKEN", self.token())
             .send()
             .await
-            .map_err(|e| SlurmError::Unreachable(format!("{what}: {e}")))?;
+            .map_err(|e| SlurmError::Unreachable(format!("{what}: {e}")))
+    }
+
+    async fn read(&self, response: reqwest::Response, what: &str) -> Result<Value, SlurmError> {
         let status = response.status();
         let text = response.text().await.map_err(|e| SlurmError::Unreachable(format!("{what}: {e}")))?;
         if status.as_u16() == 401 || status.as_u16() == 403 {

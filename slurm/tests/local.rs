@@ -216,7 +216,8 @@ async fn a_gang_slurm_rejects_fails_with_slurms_own_message() {
 #[ignore = "needs a local Slurm"]
 async fn an_unreachable_slurmrestd_is_a_transient_error() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let config = RestConfig { url: "http://127.0.0.1:9".into(), user: "root".into(), token: "x".into() };
+    let config =
+        RestConfig { url: "http://127.0.0.1:9".into(), user: "root".into(), token: "x".into(), token_file: None };
     let err = RestClient::connect(config).await.unwrap_err();
     assert!(err.is_transient(), "{err:?}");
 }

@@ -5,6 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Largest gang a record may describe.
+pub const MAX_RECORDED_PODS: u32 = 100_000;
+
 /// Where an admitted gang's pods go.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdmissionRecord {
@@ -28,9 +31,13 @@ impl AdmissionRecord {
         serde_json::to_string(self).expect("a record of strings and numbers serialises")
     }
 
-    /// Reads an annotation value back; `None` for anything this version did not write.
+    /// Reads an annotation value back; `None` for anything this version did not write, including
+    /// a record with no pods or more than [`MAX_RECORDED_PODS`] (anyone who may annotate the
+    /// TrainJob can write one, and the slots are expanded in memory).
     pub fn decode(text: &str) -> Option<AdmissionRecord> {
-        serde_json::from_str(text).ok()
+        let record: AdmissionRecord = serde_json::from_str(text).ok()?;
+        let total = record.nodes.iter().try_fold(0u32, |sum, (_, n)| sum.checked_add(*n))?;
+        (total > 0 && total <= MAX_RECORDED_PODS && record.nodes.iter().all(|(_, n)| *n > 0)).then_some(record)
     }
 
     /// One host per pod, in binding order.
@@ -55,5 +62,8 @@ mod tests {
         assert_eq!(r.slots(), vec!["b", "b", "a"]);
         assert_eq!(r.pods(), 3);
         assert_eq!(AdmissionRecord::decode("{not json"), None);
+        assert_eq!(AdmissionRecord::decode(r#"{"nodes":[["n1",4294967295]],"at":0}"#), None);
+        assert_eq!(AdmissionRecord::decode(r#"{"nodes":[["n1",4294967295],["n2",2]],"at":0}"#), None);
+        assert_eq!(AdmissionRecord::decode(r#"{"nodes":[],"at":0}"#), None);
     }
 }

@@ -224,10 +224,14 @@ impl Planner<'_, '_> {
         if !has_finalizer(job) {
             self.actions.push(Action::AddFinalizer);
         }
-        if let Err(problem) = self.inp.intent {
+        let record = recorded(job);
+        // A running gang stays admitted even if its runtime or labels changed underneath it: its
+        // pods hold their hosts until it ends, whatever a new look at its spec says.
+        if let Err(problem) = self.inp.intent
+            && record.is_none()
+        {
             return self.problem(problem);
         }
-        let record = recorded(job);
         if self.standalone() && job.spec.0.suspend == Some(true) {
             return self.suspended(record.as_ref());
         }
@@ -249,14 +253,16 @@ impl Planner<'_, '_> {
         }
         let record = match self.inp.decision {
             Some(Decision::Preempt { by }) => return self.preempted(by, record.is_some()),
-            Some(Decision::Admit(decided)) => {
-                if record.as_ref() != Some(decided) {
+            // A record on the object wins over a new decision: its pods may already run there.
+            Some(Decision::Admit(decided)) => match record {
+                Some(r) => r,
+                None => {
                     self.actions.push(Action::RecordAdmission(decided.clone()));
                     let note = format!("placed {} pods on {} nodes", decided.pods(), decided.nodes.len());
                     self.actions.push(Action::Event { warning: false, reason: "Admitted".into(), note });
+                    decided.clone()
                 }
-                decided.clone()
-            }
+            },
             Some(Decision::Pending { reason, message }) if record.is_none() => {
                 self.want(Want::new(QUEUED, true, reason.clone(), message.clone()), None);
                 self.want(Want::new(ADMITTED, false, "Pending", message.clone()), None);
@@ -321,7 +327,9 @@ impl Planner<'_, '_> {
         if self.standalone() {
             self.delete_launched();
         } else if self.inp.job.spec.0.suspend != Some(true) {
-            self.actions.push(Action::PatchTrainJob { runtime_patch: None, suspend: true });
+            // Trainer's webhook forbids changing runtimePatches while the job runs, so the suspend
+            // carries trainyard's entry unchanged; the next admission replaces it while suspended.
+            self.actions.push(Action::PatchTrainJob { runtime_patch: self.our_patch(), suspend: true });
         }
         if was_admitted {
             self.actions.push(Action::ClearAdmission);
@@ -395,6 +403,15 @@ impl Planner<'_, '_> {
         if self.standalone() && conditions::is_true(self.conditions(), SUSPENDED) {
             self.want(Want::new(SUSPENDED, false, "Resumed", "TrainJob is resumed"), Some(false));
         }
+    }
+
+    /// trainyard's current `runtimePatches` entry on the TrainJob, as JSON.
+    fn our_patch(&self) -> Option<Value> {
+        let patch = self.inp.job.spec.0.runtime_patches.iter().find(|p| p.manager == PATCH_MANAGER)?;
+        let mut value = serde_json::to_value(patch).ok()?;
+        // `time` is the webhook's to set.
+        value.as_object_mut()?.remove("time");
+        Some(value)
     }
 
     /// Whether the TrainJob already carries the runtime patch for this admission.

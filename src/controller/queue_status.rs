@@ -31,7 +31,7 @@ pub fn queue_statuses(
                 *admitted.entry(intent.queue.as_str()).or_default() += 1;
             }
             (JobState::Waiting(intent), _) => *pending.entry(intent.queue.as_str()).or_default() += 1,
-            (JobState::Inactive, _) => {}
+            (JobState::Inactive | JobState::Kept, _) => {}
         }
     }
     let quotas = engine.quotas();

@@ -194,6 +194,13 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     topologies.wait_until_ready().await?;
     nodes.wait_until_ready().await?;
     pods.wait_until_ready().await?;
+    // The planner deletes and re-applies by what these caches show; acting on empty ones would
+    // clear admissions without deleting their JobSets, or re-apply running ones.
+    configmaps.wait_until_ready().await?;
+    jobsets.wait_until_ready().await?;
+    if let Some(store) = &lws {
+        store.wait_until_ready().await?;
+    }
 
     let ctx_lws_served = lws.is_some();
     let gang_api = discover_gang_api(&client).await;
@@ -270,19 +277,24 @@ async fn acquire_leadership(client: Client, lock: LeaseLock, metrics: Arc<Metric
     }
     tracing::info!(identity = %lock.identity, "leading");
     metrics.leader.set(1);
+    // Give up well before another replica may take over (at renewal + duration), and never let a
+    // hung request stretch that: each attempt is bounded by what is left of the deadline.
+    let renew_deadline = Duration::from_millis(u64::try_from(lock.duration_s).unwrap_or(15) * 2000 / 3);
     tokio::spawn(async move {
         let mut last_renewal = Instant::now();
         loop {
             tokio::time::sleep(retry).await;
-            match lock.try_acquire(client.clone(), Timestamp::now()).await {
-                Ok(true) => last_renewal = Instant::now(),
-                Ok(false) => {
+            let left = renew_deadline.saturating_sub(last_renewal.elapsed());
+            match tokio::time::timeout(left, lock.try_acquire(client.clone(), Timestamp::now())).await {
+                Ok(Ok(true)) => last_renewal = Instant::now(),
+                Ok(Ok(false)) => {
                     tracing::error!("lost the lease to another replica; exiting");
                     std::process::exit(1);
                 }
-                Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                Ok(Err(e)) => tracing::warn!(error = %e, "lease renewal failed"),
+                Err(_) => tracing::warn!("lease renewal timed out"),
             }
-            if last_renewal.elapsed() > Duration::from_secs(u64::try_from(lock.duration_s).unwrap_or(15)) {
+            if last_renewal.elapsed() >= renew_deadline {
                 tracing::error!("could not renew the lease in time; exiting");
                 std::process::exit(1);
             }
@@ -315,11 +327,14 @@ fn nodes_fingerprint(nodes: &[Arc<Node>]) -> u64 {
     h.finish()
 }
 
+/// What changes the quota tree or the levels: names and specs (`generation`), not status. The loop
+/// writes Queue status itself, which bumps `resourceVersion`; keying on that would rebuild the
+/// engine after every cycle that changes a count.
 fn objects_fingerprint<K: Resource>(objects: &[Arc<K>]) -> u64 {
     let mut h = DefaultHasher::new();
-    let mut keyed: Vec<(String, String)> = objects
+    let mut keyed: Vec<(String, i64)> = objects
         .iter()
-        .map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().resource_version.clone().unwrap_or_default()))
+        .map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().generation.unwrap_or_default()))
         .collect();
     keyed.sort();
     keyed.hash(&mut h);

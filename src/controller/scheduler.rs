@@ -33,6 +33,9 @@ pub enum JobState {
     Waiting(GangIntent),
     /// Admitted (its record is on the object) and not finished.
     Admitted(GangIntent, AdmissionRecord),
+    /// Admitted, but its spec no longer gives a gang (runtime deleted, label changed): it keeps
+    /// what the engine charges for it until it ends; a loop that never saw it cannot take it back.
+    Kept,
     /// Nothing: suspended, finished, invalid or being deleted.
     Inactive,
 }
@@ -99,7 +102,10 @@ pub struct SchedulingLoop {
     ids: BTreeMap<String, (GangId, Tracked)>,
     /// uid and `namespace/name` of each gang.
     keys: BTreeMap<GangId, (String, String)>,
-    rejected: BTreeMap<String, Decision>,
+    /// Gangs the engine refused, with the intent refused: a changed TrainJob is looked at again.
+    rejected: BTreeMap<String, (GangIntent, Decision)>,
+    /// The intent each pending gang was submitted with.
+    submitted: BTreeMap<GangId, GangIntent>,
     /// Gangs whose pods get a domain node selector: the required level.
     domain_level: BTreeMap<GangId, String>,
     next_id: u64,
@@ -118,6 +124,7 @@ impl SchedulingLoop {
             ids: BTreeMap::new(),
             keys: BTreeMap::new(),
             rejected: BTreeMap::new(),
+            submitted: BTreeMap::new(),
             domain_level: BTreeMap::new(),
             next_id: 0,
             last_now: 0,
@@ -137,7 +144,9 @@ impl SchedulingLoop {
         let mut out = BTreeMap::new();
         let live: BTreeMap<&str, &JobEntry> = jobs.iter().map(|j| (j.uid.as_str(), j)).collect();
         self.withdraw_gone(&live, now);
-        self.rejected.retain(|uid, _| live.get(uid.as_str()).is_some_and(|j| matches!(j.state, JobState::Waiting(_))));
+        self.rejected.retain(|uid, (refused, _)| {
+            live.get(uid.as_str()).is_some_and(|j| matches!(&j.state, JobState::Waiting(i) if i == refused))
+        });
         for job in jobs {
             if let Some(decision) = self.sync(job, now) {
                 out.insert(job.key.clone(), decision);
@@ -198,6 +207,7 @@ impl SchedulingLoop {
             let Some((id, _)) = self.ids.remove(&uid) else { continue };
             self.keys.remove(&id);
             self.domain_level.remove(&id);
+            self.submitted.remove(&id);
             // Either call may find the gang in the other state; the one that matches releases it.
             if self.engine.finish(id, now).is_err() {
                 let _ = self.engine.cancel_pending(id);
@@ -209,18 +219,23 @@ impl SchedulingLoop {
     fn sync(&mut self, job: &JobEntry, now: u64) -> Option<Decision> {
         match (&job.state, self.ids.get(&job.uid).map(|(id, t)| (*id, t.clone()))) {
             (JobState::Inactive, _) => None,
-            (JobState::Waiting(_), _) if self.rejected.contains_key(&job.uid) => self.rejected.get(&job.uid).cloned(),
+            (JobState::Kept, Some(_)) => Some(Decision::Running),
+            (JobState::Kept, None) => None,
+            (JobState::Waiting(_), _) if self.rejected.contains_key(&job.uid) => {
+                self.rejected.get(&job.uid).map(|(_, d)| d.clone())
+            }
             (JobState::Waiting(intent), None) => {
                 let request = self.request(job, intent);
                 match self.engine.submit(request) {
                     Ok(Submitted::Queued) => {
                         self.track(job, Tracked::Pending);
+                        self.submitted.insert(GangId(self.next_id - 1), intent.clone());
                         None
                     }
                     Ok(Submitted::Unschedulable(why)) => {
                         self.next_id -= 1;
                         let d = Decision::Unschedulable { reason: unschedulable_code(&why), message: why.to_string() };
-                        self.rejected.insert(job.uid.clone(), d.clone());
+                        self.rejected.insert(job.uid.clone(), (intent.clone(), d.clone()));
                         Some(d)
                     }
                     Err(e) => {
@@ -245,6 +260,17 @@ impl SchedulingLoop {
                 self.keys.remove(&id);
                 self.sync(job, now)
             }
+            // Edited while waiting (queue, priority, size, topology): queue it again as it is now.
+            (JobState::Waiting(intent), Some((id, Tracked::Pending)))
+                if self.submitted.get(&id).is_some_and(|was| was != intent) =>
+            {
+                let _ = self.engine.cancel_pending(id);
+                self.ids.remove(&job.uid);
+                self.keys.remove(&id);
+                self.domain_level.remove(&id);
+                self.submitted.remove(&id);
+                self.sync(job, now)
+            }
             (JobState::Waiting(_), Some((_, Tracked::Pending))) => None,
             (JobState::Admitted(intent, record), None) => {
                 let hosts: Option<Vec<HostId>> =
@@ -261,6 +287,17 @@ impl SchedulingLoop {
                 Some(Decision::Running)
             }
             (JobState::Admitted(..), Some((_, Tracked::Preempted { by }))) => Some(Decision::Preempt { by }),
+            (JobState::Admitted(_, record), Some((id, Tracked::Running { decided: Some(decided) })))
+                if decided != *record =>
+            {
+                // The object carries another admission than the one just decided (an older one
+                // that is running): the pods are where the record says, so charge those hosts.
+                let _ = self.engine.finish(id, now);
+                self.ids.remove(&job.uid);
+                self.keys.remove(&id);
+                self.domain_level.remove(&id);
+                self.sync(job, now)
+            }
             (JobState::Admitted(..), Some((id, tracked))) => {
                 if matches!(tracked, Tracked::Running { decided: Some(_) }) {
                     self.set_tracked(id, Tracked::Running { decided: None });

@@ -96,6 +96,7 @@ pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mod
     let record = recorded(job);
     let state = match (intent, record) {
         _ if job.metadata.deletion_timestamp.is_some() || finished => JobState::Inactive,
+        (Err(_), Some(_)) if !(mode == Mode::Standalone && suspended) => JobState::Kept,
         (Err(_), _) => JobState::Inactive,
         (Ok(_), None) if mode == Mode::Standalone && suspended => JobState::Inactive,
         (Ok(_), Some(_)) if mode == Mode::Standalone && suspended => JobState::Inactive,

@@ -264,3 +264,22 @@ fn a_job_past_its_active_deadline_fails_and_its_jobset_goes() {
     w.job.spec.0.active_deadline_seconds = Some(10_000_000_000);
     assert!(!names(&w.plan()).contains(&"Delete JobSet".to_string()), "a deadline in the future changes nothing");
 }
+
+#[test]
+fn a_recorded_admission_wins_over_a_new_decision() {
+    let mut w = admitted_world(&[("host-a", 3)]);
+    w.workload = Some(WorkloadView::default());
+    w.decision = Some(Decision::Admit(record(&[("host-b", 3)])));
+    let actions = w.plan();
+    assert!(!names(&actions).contains(&"RecordAdmission".to_string()), "the running placement is not overwritten");
+}
+
+#[test]
+fn a_running_job_whose_runtime_vanished_is_not_failed_or_withdrawn() {
+    let mut w = admitted_world(&[("host-a", 3)]);
+    w.workload = Some(WorkloadView::default());
+    w.job.spec.0.runtime_ref.name = "deleted-runtime".into();
+    let actions = w.plan();
+    assert!(conditions(&actions).iter().all(|(t, _, _)| t != "Failed" && t != "Queued"), "{actions:?}");
+    assert!(!names(&actions).iter().any(|n| n.starts_with("Delete")));
+}

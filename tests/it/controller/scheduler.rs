@@ -115,3 +115,36 @@ fn queue_status_reports_usage_and_counts_and_a_broken_tree() {
     let broken = queue_statuses(&[&queue], s.engine(), &jobs, &d, Some("Queue q: cycle"), &now);
     assert_eq!(broken[0].1.conditions[0].reason, "InvalidQuotaTree");
 }
+
+#[test]
+fn an_edited_waiting_gang_is_queued_again_as_it_is_now() {
+    let mut s = looped();
+    let mut jobs = vec![entry("a", 1, JobState::Waiting(intent(5, TopologyRequest::Unconstrained, false)))];
+    let (d, _) = s.cycle(&jobs, 1);
+    assert!(matches!(d.get("ns/a"), Some(Decision::Unschedulable { .. })), "5 hosts of 4: {d:?}");
+    // The user shrinks it: it is looked at again, not left refused.
+    jobs[0].state = JobState::Waiting(intent(2, TopologyRequest::Unconstrained, false));
+    let (d, _) = s.cycle(&jobs, 2);
+    assert!(matches!(d.get("ns/a"), Some(Decision::Admit(r)) if r.pods() == 2), "{d:?}");
+}
+
+#[test]
+fn a_running_gang_whose_spec_broke_keeps_its_hosts_until_it_ends() {
+    let mut s = looped();
+    let mut jobs = vec![
+        entry("a", 1, JobState::Waiting(intent(3, TopologyRequest::Unconstrained, false))),
+        entry("b", 2, JobState::Waiting(intent(2, TopologyRequest::Unconstrained, false))),
+    ];
+    let (d, _) = s.cycle(&jobs, 1);
+    let Some(Decision::Admit(record)) = d.get("ns/a").cloned() else { panic!() };
+    jobs[0].state = JobState::Admitted(intent(3, TopologyRequest::Unconstrained, false), record);
+    s.cycle(&jobs, 2);
+    // Its runtime was deleted: no intent any more, but it still runs.
+    jobs[0].state = JobState::Kept;
+    let (d, _) = s.cycle(&jobs, 3);
+    assert_eq!(d.get("ns/a"), Some(&Decision::Running));
+    assert!(matches!(d.get("ns/b"), Some(Decision::Pending { .. })), "a's hosts stay taken: {d:?}");
+    jobs[0].state = JobState::Inactive;
+    let (d, _) = s.cycle(&jobs, 4);
+    assert!(matches!(d.get("ns/b"), Some(Decision::Admit(_))), "{d:?}");
+}
