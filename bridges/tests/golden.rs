@@ -1,7 +1,10 @@
 //! Golden renders of the fixture pairs; `TRAINYARD_BLESS=1` rewrites the committed copies.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+
+use common::{Goldens, dir};
 
 use trainyard_bridges::{
     JobSet, LeaderWorkerSet, Placement, RenderOptions, TrainJob, TrainingRuntime, WorkloadKind, render_jobset,
@@ -78,27 +81,14 @@ fn render(name: &str, runtime: &str, job: &str, opts: &RenderOptions) -> (&'stat
     }
 }
 
-fn dir(sub: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(sub)
-}
-
 #[test]
 fn golden_renders_are_current() {
-    let bless = std::env::var_os("TRAINYARD_BLESS").is_some_and(|v| v == "1");
-    let mut stale = Vec::new();
+    let mut goldens = Goldens::new();
     for (name, runtime, job, opts) in cases() {
         let (suffix, got) = render(name, runtime, job, &opts);
-        let path = dir("golden").join(format!("{name}.{suffix}.yaml"));
-        if bless {
-            std::fs::write(&path, &got).expect("write golden");
-            continue;
-        }
-        let want = std::fs::read_to_string(&path).unwrap_or_default();
-        if want != got {
-            stale.push(format!("{}:\n--- committed\n{want}\n--- rendered\n{got}", path.display()));
-        }
+        goldens.check(dir("golden").join(format!("{name}.{suffix}.yaml")), &got);
     }
-    assert!(stale.is_empty(), "stale golden files (rerun with TRAINYARD_BLESS=1 after review):\n{}", stale.join("\n"));
+    goldens.finish();
 }
 
 #[test]

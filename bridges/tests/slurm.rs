@@ -1,10 +1,13 @@
 //! Slurm bridge: golden scripts and REST bodies, parse errors, job states, and quoting run through bash.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use common::{Goldens, dir};
 use proptest::prelude::*;
 use trainyard_bridges::slurm::{
     DEFAULT_JOB_PATH, GangState, SlurmGang, SlurmPlacement, SlurmSpecError, parse_gang, render_rest_body,
@@ -23,10 +26,6 @@ fn cases() -> Vec<(&'static str, &'static str)> {
 /// Cases slurmrestd v0.0.38 cannot submit (switches), so they have no `.rest.json` golden.
 const NOT_FOR_REST: [&str; 1] = ["switches"];
 
-fn dir(sub: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join(sub)
-}
-
 fn gang(name: &str) -> SlurmGang {
     let (_, text) = cases().into_iter().find(|(case, _)| *case == name).expect("known case");
     parse_gang(text, &format!("{name}.yaml")).unwrap_or_else(|e| panic!("{e}"))
@@ -34,8 +33,7 @@ fn gang(name: &str) -> SlurmGang {
 
 #[test]
 fn golden_renders_are_current() {
-    let bless = std::env::var_os("TRAINYARD_BLESS").is_some_and(|v| v == "1");
-    let mut stale = Vec::new();
+    let mut goldens = Goldens::new();
     for (name, text) in cases() {
         let gang = parse_gang(text, name).unwrap_or_else(|e| panic!("{e}"));
         let mut outputs = vec![(format!("{name}.sbatch"), render_sbatch(&gang))];
@@ -48,18 +46,10 @@ fn golden_renders_are_current() {
             Err(e) => assert!(NOT_FOR_REST.contains(&name), "{name}: {e}"),
         }
         for (file, got) in outputs {
-            let path = dir("golden/slurm").join(file);
-            if bless {
-                std::fs::write(&path, &got).expect("write golden");
-                continue;
-            }
-            let want = std::fs::read_to_string(&path).unwrap_or_default();
-            if want != got {
-                stale.push(format!("{}:\n--- committed\n{want}\n--- rendered\n{got}", path.display()));
-            }
+            goldens.check(dir("golden/slurm").join(file), &got);
         }
     }
-    assert!(stale.is_empty(), "stale golden files (rerun with TRAINYARD_BLESS=1 after review):\n{}", stale.join("\n"));
+    goldens.finish();
 }
 
 #[test]
