@@ -31,7 +31,7 @@ use super::metrics::{Metrics, QueueLabel};
 use super::plan::{Inputs, Mode, plan};
 use super::queue_status::queue_statuses;
 use super::scheduler::{Decision, JobEntry, SchedulingLoop};
-use super::snapshot::{Runtimes, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues};
+use super::snapshot::{IntentCache, Runtimes, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues};
 use super::views::{pod_view, workload_view};
 use crate::api::{ClusterTrainingRuntime, FIELD_MANAGER, Queue, Topology, TopologySpec, TrainJob, TrainingRuntime};
 
@@ -78,6 +78,8 @@ struct Ctx {
     metrics: Arc<Metrics>,
     runtimes: Store<TrainingRuntime>,
     cluster_runtimes: Store<ClusterTrainingRuntime>,
+    /// The runtimes indexed for rendering, with the fingerprint of the caches they came from.
+    runtimes_index: Mutex<(u64, Option<Arc<Runtimes>>)>,
     jobsets: Store<DynamicObject>,
     lws: Option<Store<DynamicObject>>,
     pods: Store<Pod>,
@@ -217,6 +219,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         runtimes,
         cluster_runtimes,
+        runtimes_index: Mutex::new((0, None)),
         jobsets,
         lws,
         pods,
@@ -351,6 +354,7 @@ async fn scheduling_loop(
 ) {
     let mut sched: Option<(u64, SchedulingLoop)> = None;
     let mut problem: Option<String> = None;
+    let mut intents = IntentCache::default();
     let mut interval = tokio::time::interval(ctx.settings.cycle);
     loop {
         interval.tick().await;
@@ -392,16 +396,17 @@ async fn scheduling_loop(
             }
         }
         let Some((_, looped)) = sched.as_mut() else { continue };
-        let runtimes = Runtimes::index(
-            ctx.runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
-            ctx.cluster_runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
-        );
+        let (runtimes_fp, runtimes) = runtimes_index(&ctx);
         let policy = ctx.policy.lock().expect("lock").clone();
         let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
         let intent_ctx = IntentContext { policy: &policy, gpu_resource: &gpu_resource };
         let job_list = jobs.state();
-        let entries: Vec<JobEntry> =
-            job_list.iter().map(|j| job_entry(j, &intent_of(j, &runtimes, &intent_ctx).0, ctx.settings.mode)).collect();
+        let inputs = runtimes_fp ^ fingerprint.rotate_left(7);
+        let entries: Vec<JobEntry> = job_list
+            .iter()
+            .map(|j| job_entry(j, &intents.intent(j, &runtimes, &intent_ctx, inputs), ctx.settings.mode))
+            .collect();
+        intents.retain(&entries.iter().map(|e| e.uid.as_str()).collect());
         let now = u64::try_from(Timestamp::now().as_second()).unwrap_or(0);
         let (decisions, stats) = looped.cycle(&entries, now);
         record_metrics(&ctx.metrics, &stats, &job_list, &decisions, now);
@@ -466,11 +471,21 @@ fn record_metrics(
     }
 }
 
+/// The runtimes of the caches, indexed again only when one of them changed (each is converted
+/// through JSON into the renderer's types, which is not free with many reconciles per second).
+fn runtimes_index(ctx: &Ctx) -> (u64, Arc<Runtimes>) {
+    let (namespaced, cluster) = (ctx.runtimes.state(), ctx.cluster_runtimes.state());
+    let fp = objects_fingerprint(&namespaced) ^ objects_fingerprint(&cluster).rotate_left(1);
+    let mut cached = ctx.runtimes_index.lock().expect("lock");
+    if cached.0 != fp || cached.1.is_none() {
+        let index = Runtimes::index(namespaced.iter().map(|r| r.as_ref()), cluster.iter().map(|r| r.as_ref()));
+        *cached = (fp, Some(Arc::new(index)));
+    }
+    (fp, cached.1.clone().expect("set above"))
+}
+
 async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, ReconcileError> {
-    let runtimes = Runtimes::index(
-        ctx.runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
-        ctx.cluster_runtimes.state().iter().map(|r| r.as_ref()).collect::<Vec<_>>(),
-    );
+    let (_, runtimes) = runtimes_index(&ctx);
     let policy = ctx.policy.lock().expect("lock").clone();
     let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
     let (intent, runtime) = intent_of(&job, &runtimes, &IntentContext { policy: &policy, gpu_resource: &gpu_resource });

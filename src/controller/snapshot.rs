@@ -84,6 +84,47 @@ pub fn intent_of<'r>(
     }
 }
 
+/// Intents of the last cycle, so that a TrainJob is rendered again only when it, its runtimes or
+/// the policy changed (rendering is most of a cycle's work: about 50 µs per TrainJob).
+#[derive(Debug, Default)]
+pub struct IntentCache {
+    inputs: u64,
+    entries: std::collections::HashMap<String, (String, Result<GangIntent, Problem>)>,
+}
+
+impl IntentCache {
+    /// The intent of `job`; `inputs` fingerprints everything besides the job an intent depends on
+    /// (runtimes, policy, GPU resource). Entries of jobs not asked for in a cycle are dropped by
+    /// [`IntentCache::retain`].
+    pub fn intent(
+        &mut self,
+        job: &TrainJob,
+        runtimes: &Runtimes,
+        ctx: &IntentContext<'_>,
+        inputs: u64,
+    ) -> Result<GangIntent, Problem> {
+        if inputs != self.inputs {
+            self.entries.clear();
+            self.inputs = inputs;
+        }
+        let uid = job.metadata.uid.clone().unwrap_or_default();
+        let version = job.metadata.resource_version.clone().unwrap_or_default();
+        match self.entries.get(&uid) {
+            Some((v, intent)) if *v == version && !version.is_empty() => intent.clone(),
+            _ => {
+                let intent = intent_of(job, runtimes, ctx).0;
+                self.entries.insert(uid, (version, intent.clone()));
+                intent
+            }
+        }
+    }
+
+    /// Keeps only the entries of `uids` (the TrainJobs that still exist).
+    pub fn retain(&mut self, uids: &std::collections::HashSet<&str>) {
+        self.entries.retain(|uid, _| uids.contains(uid.as_str()));
+    }
+}
+
 /// Seconds since the epoch of the TrainJob's creation (0 when unset).
 pub fn created_s(job: &TrainJob) -> u64 {
     job.metadata.creation_timestamp.as_ref().map_or(0, |t| u64::try_from(t.0.as_second()).unwrap_or(0))

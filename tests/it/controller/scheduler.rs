@@ -148,3 +148,21 @@ fn a_running_gang_whose_spec_broke_keeps_its_hosts_until_it_ends() {
     let (d, _) = s.cycle(&jobs, 4);
     assert!(matches!(d.get("ns/b"), Some(Decision::Admit(_))), "{d:?}");
 }
+
+#[test]
+fn intents_are_rendered_again_only_when_their_inputs_change() {
+    use super::common::*;
+    use trainyard::controller::intent::IntentContext;
+    use trainyard::controller::snapshot::{IntentCache, Runtimes};
+    let mut job = job(TORCH_JOB);
+    job.metadata.resource_version = Some("7".into());
+    let (present, absent) = (runtimes(TORCH_RUNTIME), Runtimes::default());
+    let policy = policy();
+    let ctx = IntentContext { policy: &policy, gpu_resource: "nvidia.com/gpu" };
+    let mut cache = IntentCache::default();
+    assert!(cache.intent(&job, &present, &ctx, 1).is_ok());
+    assert!(cache.intent(&job, &absent, &ctx, 1).is_ok(), "same job, same inputs: the cached intent");
+    assert!(cache.intent(&job, &absent, &ctx, 2).is_err(), "new inputs: looked at again");
+    job.metadata.resource_version = Some("8".into());
+    assert!(cache.intent(&job, &present, &ctx, 2).is_ok(), "a changed job is looked at again");
+}
