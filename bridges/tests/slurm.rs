@@ -372,6 +372,29 @@ fn each_task_gets_its_rank_the_rendezvous_and_the_exact_command() {
 }
 
 #[test]
+fn launcher_specific_rank_and_master_variables_are_set_per_task() {
+    let dir = scratch();
+    let mut gang = gang("gpu_nodelist");
+    let printer = r#"printf '%s\0' "$PET_NODE_RANK" "$PET_MASTER_ADDR" "$COORDINATOR" > "$OUT""#;
+    gang.command = ["/bin/bash", "-c", printer].map(String::from).to_vec();
+    let words = run_with_stubs(&dir, &render_sbatch(&gang), EXECUTE);
+    assert_eq!(words, ["1", "n1", "n1:29511 it's"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_variable_may_be_set_only_once() {
+    let mut gang = gang("gpu_nodelist");
+    gang.env.insert("PET_NODE_RANK".into(), "0".into());
+    let err = gang.validate("code").unwrap_err().to_string();
+    assert!(err.contains("field `rankEnv[0]`: PET_NODE_RANK is already set by env.PET_NODE_RANK"), "{err}");
+    let mut gang = self::gang("minimal");
+    gang.rank_env = vec!["RANK".into()];
+    let err = gang.validate("code").unwrap_err().to_string();
+    assert!(err.contains("RANK is set by the rendered job script"), "{err}");
+}
+
+#[test]
 fn an_unvalidated_newline_in_a_directive_cannot_start_a_command() {
     let dir = scratch();
     let marker = dir.join("pwned");

@@ -9,7 +9,7 @@ mod schema;
 pub mod topology;
 pub mod trainer;
 
-pub use queue::{Queue, QueueSpec, QueueStatus};
+pub use queue::{Queue, QueueSpec, QueueStatus, SlurmTarget};
 pub use topology::{Topology, TopologySpec};
 pub use trainer::{ClusterTrainingRuntime, TrainJob, TrainJobSpec, TrainJobStatus, TrainingRuntime};
 

@@ -47,6 +47,31 @@ pub struct QueueSpec {
     /// GPU flavor (node `nvidia.com/gpu.product`) the queue's gangs must run on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flavor: Option<String>,
+    /// Run this queue's gangs as Slurm jobs on the controller's Slurm cluster instead of as JobSets.
+    /// Every queue of its quota tree must then be a Slurm queue too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmTarget>,
+}
+
+/// Where and how a Slurm queue's gangs run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SlurmTarget {
+    /// Slurm partition; the cluster's default partition when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub partition: Option<String>,
+    /// Slurm account the jobs are charged to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub account: Option<String>,
+    /// Slurm quality of service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub qos: Option<String>,
+    /// Absolute working directory of the jobs on the Slurm nodes (a shared filesystem).
+    #[schemars(length(min = 1), regex(pattern = "^/"))]
+    pub workdir: String,
 }
 
 /// An amount of each resource, in the policy file's units; an unset resource is not limited by this entry.

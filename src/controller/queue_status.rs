@@ -51,7 +51,8 @@ pub fn queue_statuses(
                 usage: Amounts {
                     gpus: Some(usage.gpus),
                     cpus: Some(usage.cpu_milli.div_ceil(1000)),
-                    memory_gib: Some(usage.memory_mib.div_ceil(1024)),
+                    // The Slurm loop counts node slots where memory would be; Slurm itself holds memory.
+                    memory_gib: q.spec.slurm.is_none().then(|| usage.memory_mib.div_ceil(1024)),
                 },
                 pending: pending.get(name.as_str()).copied().unwrap_or(0),
                 admitted: admitted.get(name.as_str()).copied().unwrap_or(0),

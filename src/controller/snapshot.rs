@@ -166,10 +166,67 @@ pub fn cluster_from_nodes(nodes: &[&Node], topology: &TopologySpec) -> Result<Cl
     Ok(Cluster::new(tree))
 }
 
-/// The policy file with the Queue objects added to its `queues:` (a Queue replaces a file entry of
-/// the same name). The combination is checked by the policy file's own rules, so a bad Queue gets
-/// the same error a bad file entry would, naming the queue.
-pub fn policy_with_queues(base_text: &str, base_name: &str, queues: &[&Queue]) -> Result<PolicyConfig, String> {
+/// Which scheduling loop a quota tree is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The Kubernetes cluster: the policy file's queues and the Queue objects without `spec.slurm`.
+    Kubernetes,
+    /// The Slurm cluster: the Queue objects with `spec.slurm` (the file's global settings apply).
+    Slurm,
+}
+
+impl Side {
+    fn of(queue: &Queue) -> Side {
+        if queue.spec.slurm.is_some() { Side::Slurm } else { Side::Kubernetes }
+    }
+}
+
+/// Checks what the policy file cannot: a quota tree lies wholly on one cluster (its gangs are placed
+/// by one engine, which cannot lend GPUs of the other), and a Slurm queue has no memory quota
+/// (the Slurm loop counts a node per pod and leaves memory to Slurm's `--mem`).
+fn check_sides(base: &Value, queues: &[&Queue]) -> Result<(), String> {
+    let side_of = |name: &str| -> Option<Side> {
+        if let Some(q) = queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)) {
+            return Some(Side::of(q));
+        }
+        let in_file = base.get("queues").and_then(Value::as_array).is_some_and(|qs| {
+            qs.iter().any(|q| q.get("name").and_then(Value::as_str) == Some(name))
+        });
+        in_file.then_some(Side::Kubernetes)
+    };
+    let mut sorted: Vec<&&Queue> = queues.iter().collect();
+    sorted.sort_by_key(|q| q.metadata.name.clone());
+    for q in sorted {
+        let name = q.metadata.name.clone().unwrap_or_default();
+        let side = Side::of(q);
+        if let Some(parent) = &q.spec.parent
+            && let Some(parent_side) = side_of(parent)
+            && parent_side != side
+        {
+            let on = |s: Side| if s == Side::Slurm { "Slurm" } else { "Kubernetes" };
+            return Err(format!(
+                "Queue {name}: runs on {} but its parent {parent} runs on {}; a quota tree is wholly on one cluster",
+                on(side),
+                on(parent_side)
+            ));
+        }
+        if side == Side::Slurm {
+            let limits = [Some(&q.spec.nominal), q.spec.borrowing_limit.as_ref(), q.spec.lending_limit.as_ref()];
+            if limits.iter().flatten().any(|a| a.memory_gib.is_some()) {
+                return Err(format!(
+                    "Queue {name}: a Slurm queue has no memoryGiB quota; Slurm enforces memory per node (--mem)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The policy file with the Queue objects of `side` added to its `queues:` (a Queue replaces a file
+/// entry of the same name; the file's queues are Kubernetes ones). The combination is checked by
+/// the policy file's own rules, so a bad Queue gets the same error a bad file entry would, naming
+/// the queue.
+pub fn policy_with_queues(base_text: &str, base_name: &str, queues: &[&Queue], side: Side) -> Result<PolicyConfig, String> {
     let mut doc: Value = if base_text.trim().is_empty() {
         json!({})
     } else {
@@ -178,8 +235,12 @@ pub fn policy_with_queues(base_text: &str, base_name: &str, queues: &[&Queue]) -
     if !doc.is_object() {
         return Err(format!("{base_name}: the policy must be a mapping"));
     }
-    let mut entries: Vec<Value> = doc.get("queues").and_then(Value::as_array).cloned().unwrap_or_default();
-    let mut sorted: Vec<&&Queue> = queues.iter().collect();
+    check_sides(&doc, queues)?;
+    let mut entries: Vec<Value> = match side {
+        Side::Kubernetes => doc.get("queues").and_then(Value::as_array).cloned().unwrap_or_default(),
+        Side::Slurm => Vec::new(),
+    };
+    let mut sorted: Vec<&&Queue> = queues.iter().filter(|q| Side::of(q) == side).collect();
     sorted.sort_by_key(|q| q.metadata.name.clone());
     for q in sorted {
         let entry = q.to_policy_entry();
@@ -219,7 +280,7 @@ mod tests {
     fn queue_objects_join_the_policy_file() {
         let base = "backfill: easy\nqueues:\n  - {name: a, nominal: {gpus: 8}}\n";
         let (root, child) = (queue("org", None, 16), queue("a", Some("org"), 4));
-        let policy = policy_with_queues(base, "policy.yaml", &[&root, &child]).unwrap();
+        let policy = policy_with_queues(base, "policy.yaml", &[&root, &child], Side::Kubernetes).unwrap();
         let names: Vec<&str> = policy.queues.iter().map(|q| q.name.as_str()).collect();
         assert_eq!(names, vec!["a", "org"]);
         assert_eq!(policy.queues[0].nominal.gpus, Some(4), "the Queue object replaces the file entry");
@@ -229,8 +290,39 @@ mod tests {
     #[test]
     fn a_bad_queue_is_named() {
         let (a, b) = (queue("a", Some("b"), 1), queue("b", Some("a"), 1));
-        let err = policy_with_queues("", "policy.yaml", &[&a, &b]).unwrap_err();
+        let err = policy_with_queues("", "policy.yaml", &[&a, &b], Side::Kubernetes).unwrap_err();
         assert!(err.contains("cycle"), "{err}");
         assert!(err.starts_with("Queue "), "{err}");
+    }
+
+    fn slurm(mut q: Queue) -> Queue {
+        q.spec.slurm = Some(crate::api::SlurmTarget { workdir: "/shared".into(), ..Default::default() });
+        q
+    }
+
+    #[test]
+    fn slurm_queues_form_their_own_policy() {
+        let base = "queues:\n  - {name: k8s, nominal: {gpus: 8}}\n";
+        let (root, leaf, other) = (slurm(queue("hpc", None, 16)), slurm(queue("hpc-a", Some("hpc"), 8)), queue("b", None, 4));
+        let refs = [&root, &leaf, &other];
+        let k8s = policy_with_queues(base, "policy.yaml", &refs, Side::Kubernetes).unwrap();
+        let names: Vec<&str> = k8s.queues.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(names, vec!["k8s", "b"]);
+        let hpc = policy_with_queues(base, "policy.yaml", &refs, Side::Slurm).unwrap();
+        let names: Vec<&str> = hpc.queues.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(names, vec!["hpc", "hpc-a"]);
+    }
+
+    #[test]
+    fn a_tree_across_clusters_or_a_slurm_memory_quota_is_refused() {
+        let (root, leaf) = (queue("org", None, 16), slurm(queue("hpc", Some("org"), 8)));
+        let err = policy_with_queues("", "policy.yaml", &[&root, &leaf], Side::Slurm).unwrap_err();
+        assert!(err.starts_with("Queue hpc: runs on Slurm but its parent org runs on Kubernetes"), "{err}");
+        let err = policy_with_queues("queues: [{name: org}]", "p", &[&leaf], Side::Kubernetes).unwrap_err();
+        assert!(err.contains("parent org runs on Kubernetes"), "{err}");
+        let mut memory = slurm(queue("hpc", None, 8));
+        memory.spec.nominal.memory_gib = Some(64);
+        let err = policy_with_queues("", "p", &[&memory], Side::Slurm).unwrap_err();
+        assert!(err.contains("Queue hpc: a Slurm queue has no memoryGiB quota"), "{err}");
     }
 }

@@ -149,8 +149,14 @@ fn check_command(gang: &SlurmGang, invalid: &Invalid<'_>) -> Result<(), SlurmSpe
 }
 
 fn check_env(gang: &SlurmGang, invalid: &Invalid<'_>) -> Result<(), SlurmSpecError> {
-    for (key, value) in &gang.env {
-        let field = format!("env.{key}");
+    let mut named: BTreeMap<&str, String> = BTreeMap::new();
+    let fields = gang
+        .env
+        .iter()
+        .map(|(k, v)| (format!("env.{k}"), k, Some(v)))
+        .chain(gang.rank_env.iter().enumerate().map(|(i, k)| (format!("rankEnv[{i}]"), k, None)))
+        .chain(gang.master_env.iter().map(|(k, v)| (format!("masterEnv.{k}"), k, Some(v))));
+    for (field, key, value) in fields {
         if !is_shell_identifier(key) {
             return Err(invalid(&field, format!("{key:?} is not a shell variable name ([A-Za-z_][A-Za-z0-9_]*)")));
         }
@@ -160,8 +166,12 @@ fn check_env(gang: &SlurmGang, invalid: &Invalid<'_>) -> Result<(), SlurmSpecErr
         if let Some(prefix) = RESERVED_ENV_PREFIXES.iter().find(|p| key.starts_with(*p)) {
             return Err(invalid(&field, format!("names starting with {prefix} are reserved for Slurm and trainyard")));
         }
-        if value.contains('\0') {
+        if value.is_some_and(|v| v.contains('\0')) {
             return Err(invalid(&field, "contains a NUL byte, which no environment value can carry".into()));
+        }
+        // A variable set twice would be set by whichever line of the script comes last.
+        if let Some(first) = named.insert(key.as_str(), field.clone()) {
+            return Err(invalid(&field, format!("{key} is already set by {first}")));
         }
     }
     Ok(())

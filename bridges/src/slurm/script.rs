@@ -10,8 +10,11 @@ pub const GANG_COMMENT_PREFIX: &str = "trainyard-gang=";
 
 /// Runs inside every task of the step, so each node sees its own rank; the gang's command
 /// follows as positional parameters and is executed unchanged (`--` protects a leading dash).
-const STEP_WRAPPER: &str =
-    r#"export NODE_RANK="$SLURM_NODEID" RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID"; exec -- "$@""#;
+/// `TRAINYARD_RANK_ENV` lists the gang's `rankEnv` names, which are checked identifiers.
+const STEP_WRAPPER: &str = concat!(
+    r#"export NODE_RANK="$SLURM_NODEID" RANK="$SLURM_PROCID" LOCAL_RANK="$SLURM_LOCALID"; "#,
+    r#"for v in ${TRAINYARD_RANK_ENV:-}; do export "$v=$SLURM_NODEID"; done; exec -- "$@""#
+);
 
 /// `$0` of the step wrapper, shown in `ps` and in bash's error messages.
 const STEP_NAME: &str = "trainyard-step";
@@ -35,6 +38,11 @@ pub fn shell_quote(word: &str) -> String {
     }
     quoted.push('\'');
     quoted
+}
+
+/// [`shell_quote`], except that the empty word stays empty (it is appended to another word).
+fn shell_quote_empty(word: &str) -> String {
+    if word.is_empty() { String::new() } else { shell_quote(word) }
 }
 
 /// A value for a `#SBATCH` line. Validated gangs never contain control characters; for one
@@ -89,8 +97,9 @@ pub(super) fn sbatch_options(gang: &SlurmGang) -> Vec<String> {
 ///
 /// After the `#SBATCH` lines it exports the gang's env, then the rendezvous for torchrun-style
 /// launchers: `MASTER_ADDR` (first host of the allocation), `MASTER_PORT`, `NNODES` and
-/// `WORLD_SIZE` (`nodes * tasksPerNode`). One `srun` step starts `tasksPerNode` tasks per node;
-/// each task gets `NODE_RANK` (`$SLURM_NODEID`), `RANK` and `LOCAL_RANK`, then runs the command.
+/// `WORLD_SIZE` (`nodes * tasksPerNode`), plus the `masterEnv` variables. One `srun` step starts `tasksPerNode` tasks per node;
+/// each task gets `NODE_RANK` (`$SLURM_NODEID`, also under the `rankEnv` names), `RANK` and
+/// `LOCAL_RANK`, then runs the command.
 /// Every argument and env value is shell-quoted, so nothing in them is expanded or executed.
 pub fn render_sbatch(gang: &SlurmGang) -> String {
     let mut script = String::from("#!/bin/bash\n");
@@ -114,6 +123,13 @@ pub fn render_sbatch(gang: &SlurmGang) -> String {
     let _ = writeln!(script, "export MASTER_PORT={}", gang.rendezvous_port);
     let _ = writeln!(script, "export NNODES={}", gang.nodes);
     let _ = writeln!(script, "export WORLD_SIZE={}", gang.world_size());
+    for (key, suffix) in &gang.master_env {
+        let _ = writeln!(script, "export {}=\"$MASTER_ADDR\"{}", shell_quote(key), shell_quote_empty(suffix));
+    }
+    if !gang.rank_env.is_empty() {
+        let names: Vec<String> = gang.rank_env.iter().map(|k| shell_quote(k)).collect();
+        let _ = writeln!(script, "export TRAINYARD_RANK_ENV={}", shell_quote(&names.join(" ")));
+    }
     // Slurm 22.05 and 23.02 steps do not inherit the job's --cpus-per-task; without it each
     // task would get one CPU.
     let cpus = gang.cpus_per_task.map(|c| format!(" --cpus-per-task={c}")).unwrap_or_default();

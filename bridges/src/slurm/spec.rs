@@ -62,6 +62,8 @@ pub const DEFAULT_RENDEZVOUS_PORT: u16 = 29500;
 /// placement: {nodelist: [gpu-a1, gpu-a2]}   # or {switches: {count: 1, waitMinutes: 30}}, or absent
 /// command: [torchrun, --nproc-per-node=8, train.py]
 /// env: {NCCL_DEBUG: WARN}
+/// rankEnv: [PET_NODE_RANK]      # optional: also set to the node rank in each task
+/// masterEnv: {PET_MASTER_ADDR: ""}          # optional: set to the first host + suffix
 /// workdir: /shared/llm          # absolute
 /// output: /shared/llm/logs/%x-%j.out        # default <workdir>/<name>-%j.out
 /// rendezvousPort: 29500         # default 29500
@@ -112,6 +114,15 @@ pub struct SlurmGang {
     /// Extra environment for every task.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub env: BTreeMap<String, String>,
+    /// Extra variables each task gets set to its node rank (`$SLURM_NODEID`), for launchers that
+    /// read the rank under their own name (`PET_NODE_RANK`, `JAX_PROCESS_ID`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rank_env: Vec<String>,
+    /// Extra variables set to the first host followed by the given suffix, for launchers that
+    /// read the rendezvous address under their own name (`PET_MASTER_ADDR: ""`,
+    /// `JAX_COORDINATOR_ADDRESS: ":29500"`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub master_env: BTreeMap<String, String>,
     /// Absolute working directory of the job.
     pub workdir: String,
     /// Output file pattern (Slurm `%` patterns allowed); `None`: [`SlurmGang::output_path`]'s default.
@@ -209,6 +220,10 @@ struct GangFile {
     command: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
     env: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    rank_env: Vec<Spanned<String>>,
+    #[serde(default)]
+    master_env: BTreeMap<String, Spanned<String>>,
     workdir: Spanned<String>,
     #[serde(default)]
     output: Option<Spanned<String>>,
@@ -266,6 +281,10 @@ impl GangFile {
         let command =
             command.into_iter().enumerate().map(|(i, arg)| lines.take(&format!("command[{i}]"), arg)).collect();
         let env = self.env.into_iter().map(|(k, v)| (k.clone(), lines.take(&format!("env.{k}"), v))).collect();
+        let rank_env =
+            self.rank_env.into_iter().enumerate().map(|(i, v)| lines.take(&format!("rankEnv[{i}]"), v)).collect();
+        let master_env =
+            self.master_env.into_iter().map(|(k, v)| (k.clone(), lines.take(&format!("masterEnv.{k}"), v))).collect();
         let workdir = lines.take("workdir", self.workdir);
         let output = self.output.map(|v| lines.take("output", v));
         let rendezvous_port = self.rendezvous_port.map_or(DEFAULT_RENDEZVOUS_PORT, |v| lines.take("rendezvousPort", v));
@@ -284,6 +303,8 @@ impl GangFile {
             placement,
             command,
             env,
+            rank_env,
+            master_env,
             workdir,
             output,
             rendezvous_port,
