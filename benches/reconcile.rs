@@ -204,6 +204,7 @@ fn inputs<'a>(
         mode,
         gang_api: None,
         now,
+        slurm: None,
     }
 }
 
@@ -233,7 +234,7 @@ fn main() -> Result<(), String> {
     let runtime: ClusterTrainingRuntime = serde_saphyr::from_str(RUNTIME).expect("fixture runtime parses");
     let runtimes = Runtimes::index([], [&runtime]);
     let gpu_resource = spec.node_list_options().gpu_resource;
-    let ctx = IntentContext { policy: &policy, gpu_resource: &gpu_resource };
+    let ctx = IntentContext::new(&policy, &gpu_resource);
     let jobs = train_jobs(n, &mut SplitMix64::new(42));
 
     // Watch event -> gang intent and the loop's entry, as the scheduling loop builds them.

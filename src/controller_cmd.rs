@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -9,6 +10,9 @@ use clap::{Args, ValueEnum};
 use trainyard::controller::lease::LeaseLock;
 use trainyard::controller::plan::Mode;
 use trainyard::controller::run::{Settings, run};
+use trainyard::controller::slurm_run::SlurmLink;
+use trainyard_slurm::bridge::{Bridge, Retry};
+use trainyard_slurm::rest::{RestClient, RestConfig};
 
 /// Who launches the workloads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -71,12 +75,53 @@ pub struct ControllerArgs {
     /// Least severe level logged: error, warn, info, debug or trace.
     #[arg(long, default_value = "info")]
     pub log_level: tracing::Level,
+    /// Run the gangs of Queues with `spec.slurm` on a Slurm cluster: through slurmrestd when
+    /// SLURMRESTD_URL (and SLURMRESTD_TOKEN or SLURMRESTD_TOKEN_FILE) are set, else with the
+    /// sbatch/squeue/scancel commands. Standalone mode only.
+    #[arg(long)]
+    pub slurm: bool,
+    /// Seconds between looks at Slurm's jobs (nodes are read every sixth look).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS", requires = "slurm")]
+    pub slurm_poll: f64,
+    /// Name of the Slurm cluster in the topology model (its root domain).
+    #[arg(long, default_value = "slurm", value_name = "NAME", requires = "slurm")]
+    pub slurm_cluster: String,
+}
+
+/// The Slurm link, once slurmrestd (when configured) answers: the controller keeps trying,
+/// because its Slurm queues cannot run without it.
+async fn slurm_link(args: &ControllerArgs) -> anyhow::Result<Arc<SlurmLink>> {
+    let config = RestConfig::from_env().map_err(anyhow::Error::msg)?;
+    let rest = match config {
+        None => None,
+        Some(config) => loop {
+            match RestClient::connect(config.clone()).await {
+                Ok(client) => break Some(client),
+                Err(e) if e.is_transient() => {
+                    tracing::warn!(error = %e, "slurmrestd does not answer; trying again in 5 s");
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                Err(e) => return Err(anyhow::anyhow!("slurmrestd at {}: {e}", config.url)),
+            }
+        },
+    };
+    // Short retries inside one step: a reconcile that waits long holds its TrainJob; the
+    // reconcile's own backoff retries what is left.
+    let retry = Retry { attempts: 3, first_wait: Duration::from_millis(200), max_wait: Duration::from_secs(1) };
+    let poll = Duration::from_secs_f64(args.slurm_poll);
+    Ok(Arc::new(SlurmLink::new(Bridge::new(rest, retry), args.slurm_cluster.clone(), poll)))
 }
 
 /// Runs the controller until SIGTERM.
 pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
     if !(args.cycle.is_finite() && args.cycle > 0.0) {
         anyhow::bail!("--cycle: {} is not a positive number of seconds", args.cycle);
+    }
+    if !(args.slurm_poll.is_finite() && args.slurm_poll >= 1.0) {
+        anyhow::bail!("--slurm-poll: {} is not a number of seconds of at least 1", args.slurm_poll);
+    }
+    if args.slurm && args.mode == ModeArg::Companion {
+        anyhow::bail!("--slurm needs --mode standalone: in companion mode Kubeflow Trainer launches every TrainJob");
     }
     if args.lease_duration < 3 {
         anyhow::bail!("--lease-duration: {} is too short; use at least 3 seconds", args.lease_duration);
@@ -114,10 +159,15 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
             duration_s: args.lease_duration,
         }),
         identity: args.identity.clone(),
+        slurm: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+        let settings = match args.slurm {
+            true => Settings { slurm: Some(slurm_link(args).await?), ..settings },
+            false => settings,
+        };
         run(client, settings).await
     })
 }

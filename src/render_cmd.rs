@@ -88,7 +88,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     }
     let policy: PolicyConfig = load_policy(&args.policy)?;
     let gpu = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE;
-    let ctx = IntentContext { policy: &policy, gpu_resource: gpu };
+    let ctx = IntentContext::new(&policy, gpu);
     let (intent, runtime) = intent_of(&job, &runtimes, &ctx);
     let intent = intent.map_err(|p| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason))?;
     let runtime = runtime.context("the runtime resolved")?;

@@ -6,16 +6,42 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use trainyard_slurm::SlurmError;
+use trainyard_slurm::bridge::Bridge;
+
 use super::plan::Action;
 use super::pods::{HOSTNAME_LABEL, Ungate};
 use super::workload::ObjectRef;
 use crate::api::{ADMISSION_ANNOTATION, FIELD_MANAGER, FINALIZER, TrainJob};
 
-/// Executes plan steps with one client.
+/// Executes plan steps with one client (and the Slurm bridge, for Slurm queues).
 #[derive(Clone)]
 pub struct Actor {
     client: Client,
     recorder: Recorder,
+    slurm: Option<Bridge>,
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    /// The API server refused or failed a request; retried with backoff.
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    /// Slurm did not answer (or answered nonsense); retried with backoff.
+    #[error("Slurm: {0}")]
+    Slurm(SlurmError),
+    /// Slurm refused the gang's job for good; the TrainJob fails with Slurm's message.
+    #[error("Slurm refused gang {gang}: {message}")]
+    SlurmRefused {
+        /// The gang id.
+        gang: String,
+        /// Slurm's own message.
+        message: String,
+    },
+    /// A Slurm step on a controller without a Slurm cluster.
+    #[error("a Slurm step, but trainyard runs without --slurm")]
+    NoSlurm,
 }
 
 /// The `ApiResource` of an object we create, from its apiVersion and kind.
@@ -53,12 +79,18 @@ impl Actor {
     /// An actor reporting events as `trainyard` from `instance` (the pod name).
     pub fn new(client: Client, instance: Option<String>) -> Actor {
         let reporter = Reporter { controller: FIELD_MANAGER.to_string(), instance };
-        Actor { recorder: Recorder::new(client.clone(), reporter), client }
+        Actor { recorder: Recorder::new(client.clone(), reporter), client, slurm: None }
+    }
+
+    /// The same actor, submitting Slurm gangs through `bridge`.
+    pub fn with_slurm(mut self, bridge: Bridge) -> Actor {
+        self.slurm = Some(bridge);
+        self
     }
 
     /// Carries out `actions` on `job` in order; the first failure stops the rest (they are planned
     /// again from what the server shows on the next reconcile).
-    pub async fn run(&self, job: &TrainJob, actions: &[Action]) -> Result<(), kube::Error> {
+    pub async fn run(&self, job: &TrainJob, actions: &[Action]) -> Result<(), ActError> {
         for action in actions {
             self.execute(job, action).await?;
         }
@@ -66,7 +98,7 @@ impl Actor {
     }
 
     /// Carries out one step.
-    pub async fn execute(&self, job: &TrainJob, action: &Action) -> Result<(), kube::Error> {
+    pub async fn execute(&self, job: &TrainJob, action: &Action) -> Result<(), ActError> {
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let jobs: Api<TrainJob> = Api::namespaced(self.client.clone(), &ns);
@@ -129,6 +161,23 @@ impl Actor {
                 });
                 jobs.patch(&name, &apply_params(), &Patch::Apply(&body)).await?;
             }
+            Action::SubmitSlurm(gang) => {
+                let bridge = self.slurm.as_ref().ok_or(ActError::NoSlurm)?;
+                match bridge.submit(gang).await {
+                    Ok(s) => {
+                        tracing::info!(job = %job.key(), gang = %gang.gang, job_id = s.job_id, existing = s.existing, "Slurm job")
+                    }
+                    Err(e) => return Err(slurm_error(&gang.gang, e)),
+                }
+            }
+            Action::CancelSlurm { gang } => {
+                let bridge = self.slurm.as_ref().ok_or(ActError::NoSlurm)?;
+                match bridge.cancel(gang).await {
+                    // "already completing or completed": the job is over either way.
+                    Ok(_) | Err(SlurmError::Refused { .. }) => {}
+                    Err(e) => return Err(ActError::Slurm(e)),
+                }
+            }
             Action::Event { warning, reason, note } => {
                 let event = Event {
                     type_: if *warning { EventType::Warning } else { EventType::Normal },
@@ -172,6 +221,17 @@ impl Actor {
             .await;
         // A pod deleted meanwhile is replaced by one the next reconcile sees.
         ignore_not_found(r)
+    }
+}
+
+/// A refusal (Slurm's own, or a job this Slurm cannot express) is final; the rest is retried.
+fn slurm_error(gang: &str, e: SlurmError) -> ActError {
+    match e {
+        SlurmError::Refused { messages, .. } => {
+            ActError::SlurmRefused { gang: gang.into(), message: messages.join("; ") }
+        }
+        SlurmError::Spec(spec) => ActError::SlurmRefused { gang: gang.into(), message: spec.to_string() },
+        other => ActError::Slurm(other),
     }
 }
 

@@ -9,9 +9,11 @@ use trainyard_policies::PolicyConfig;
 use trainyard_topology::sources::k8s_nodes::quantity::{parse_mebibytes, parse_millis, parse_whole};
 use trainyard_topology::{GangShape, Resources, TopologyRequest};
 
+use std::collections::BTreeMap;
+
 use crate::api::{
     PREFERRED_TOPOLOGY, PRIORITY_CLASS_LABEL, QUEUE_LABEL, REQUIRED_TOPOLOGY, SLICE_REQUIRED_TOPOLOGY, SLICE_SIZE,
-    UNCONSTRAINED_TOPOLOGY,
+    SlurmTarget, UNCONSTRAINED_TOPOLOGY,
 };
 
 /// Annotation choosing how an admission reaches the pods: `pods` (default: each pod gated and bound
@@ -31,6 +33,8 @@ pub struct GangIntent {
     pub kind: WorkloadKind,
     /// Node selector on the domain instead of per-pod binding.
     pub domain_mode: bool,
+    /// Set when its queue runs on Slurm: where its Slurm job goes.
+    pub slurm: Option<SlurmTarget>,
 }
 
 /// Why a TrainJob cannot be queued, naming the field at fault.
@@ -65,6 +69,20 @@ pub struct IntentContext<'a> {
     pub policy: &'a PolicyConfig,
     /// Extended resource counted as GPUs.
     pub gpu_resource: &'a str,
+    /// Queues whose gangs run on Slurm, with their targets.
+    pub slurm_queues: &'a BTreeMap<String, SlurmTarget>,
+    /// Whether this controller has a Slurm cluster to run them on.
+    pub slurm_configured: bool,
+}
+
+/// No Slurm queues.
+static NO_SLURM_QUEUES: BTreeMap<String, SlurmTarget> = BTreeMap::new();
+
+impl<'a> IntentContext<'a> {
+    /// A context for a Kubernetes-only controller.
+    pub fn new(policy: &'a PolicyConfig, gpu_resource: &'a str) -> IntentContext<'a> {
+        IntentContext { policy, gpu_resource, slurm_queues: &NO_SLURM_QUEUES, slurm_configured: false }
+    }
 }
 
 /// Derives the gang of `job` run with `runtime` (already resolved). The JobSet is rendered once
@@ -120,7 +138,21 @@ pub fn gang_intent(
             ));
         }
     };
-    Ok(GangIntent { queue, priority, shape: GangShape { pods, pod, topology }, kind, domain_mode })
+    let slurm = ctx.slurm_queues.get(&queue).cloned();
+    if let Some(target) = &slurm {
+        if !ctx.slurm_configured {
+            return Err(Problem::new(
+                "SlurmNotConfigured",
+                format!("metadata.labels[\"{QUEUE_LABEL}\"]"),
+                format!("queue {queue} runs on Slurm, but trainyard runs without --slurm (or in companion mode)"),
+                false,
+            ));
+        }
+        super::slurm_gang::check(job, runtime, target, &pod, pods)?;
+    }
+    // A Slurm gang always gets its hosts as a node list.
+    let domain_mode = domain_mode && slurm.is_none();
+    Ok(GangIntent { queue, priority, shape: GangShape { pods, pod, topology }, kind, domain_mode, slurm })
 }
 
 /// The field a render error names, for the condition.

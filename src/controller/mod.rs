@@ -6,6 +6,7 @@
 
 pub mod act;
 pub mod admission;
+pub mod caches;
 pub mod conditions;
 pub mod gang_api;
 pub mod http;
@@ -17,6 +18,9 @@ pub mod pods;
 pub mod queue_status;
 pub mod run;
 pub mod scheduler;
+pub mod slurm_gang;
+pub mod slurm_run;
+pub mod slurm_side;
 pub mod snapshot;
 pub mod views;
 pub mod workload;

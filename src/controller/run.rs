@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Debug;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -12,17 +11,17 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::controller::{Action as Requeue, Controller};
-use kube::runtime::reflector::{self, ObjectRef, Store, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use trainyard_bridges::{GANG_LABEL, WorkloadKind};
 use trainyard_policies::PolicyConfig;
 
-use super::act::{Actor, api_resource};
+use super::act::{ActError, Actor, api_resource};
+use super::caches::{cache, dynamic_cache, nodes_fingerprint, objects_fingerprint, served};
 use super::gang_api::GangApi;
 use super::http::{self, Health};
 use super::intent::IntentContext;
@@ -30,10 +29,17 @@ use super::lease::LeaseLock;
 use super::metrics::{Metrics, QueueLabel};
 use super::plan::{Inputs, Mode, plan};
 use super::queue_status::queue_statuses;
+use super::scheduler::CycleStats;
 use super::scheduler::{Decision, JobEntry, SchedulingLoop};
-use super::snapshot::{IntentCache, Runtimes, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues};
+use super::slurm_run::SlurmLink;
+use super::slurm_side::{slurm_cluster, split_cycle};
+use super::snapshot::{
+    IntentCache, Runtimes, Side, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues,
+};
 use super::views::{pod_view, workload_view};
-use crate::api::{ClusterTrainingRuntime, FIELD_MANAGER, Queue, Topology, TopologySpec, TrainJob, TrainingRuntime};
+use crate::api::{
+    ClusterTrainingRuntime, FIELD_MANAGER, Queue, SlurmTarget, Topology, TopologySpec, TrainJob, TrainingRuntime,
+};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
@@ -56,14 +62,16 @@ pub struct Settings {
     pub lease: Option<LeaseLock>,
     /// Pod name, for events.
     pub identity: String,
+    /// The Slurm cluster that Slurm queues run on, when there is one.
+    pub slurm: Option<Arc<SlurmLink>>,
 }
 
 /// Why a reconcile failed; it is retried with exponential backoff.
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
-    /// The API server refused or failed a request.
-    #[error("kubernetes API: {0}")]
-    Kube(#[from] kube::Error),
+    /// A step failed: the API server or Slurm refused or did not answer.
+    #[error(transparent)]
+    Act(#[from] ActError),
 }
 
 struct Ctx {
@@ -72,6 +80,8 @@ struct Ctx {
     gang_api: Option<GangApi>,
     actor: Actor,
     decisions: Mutex<BTreeMap<String, Decision>>,
+    /// Queues whose gangs run on Slurm, as of the last cycle.
+    slurm_queues: Mutex<Arc<BTreeMap<String, SlurmTarget>>>,
     policy: Mutex<PolicyConfig>,
     gpu_resource: Mutex<String>,
     failures: Mutex<HashMap<String, u32>>,
@@ -84,49 +94,6 @@ struct Ctx {
     lws: Option<Store<DynamicObject>>,
     pods: Store<Pod>,
     configmaps: Store<ConfigMap>,
-}
-
-/// A cache of `K` fed by a watch, and the task that keeps it current.
-fn cache<K>(api: Api<K>, config: watcher::Config) -> (Store<K>, impl Future<Output = ()> + Send)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
-    (
-        reader,
-        stream.for_each(|event| async move {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, "watch failed; retrying with backoff");
-            }
-        }),
-    )
-}
-
-/// A cache of objects of a kind known only at runtime.
-fn dynamic_cache(
-    client: Client,
-    ar: ApiResource,
-    config: watcher::Config,
-) -> (Store<DynamicObject>, impl Future<Output = ()> + Send + 'static) {
-    let api: Api<DynamicObject> = Api::all_with(client, &ar);
-    let writer = reflector::store::Writer::new(ar);
-    let reader = writer.as_reader();
-    let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
-    (
-        reader,
-        stream.for_each(|event| async move {
-            if let Err(e) = event {
-                tracing::warn!(error = %e, "watch failed; retrying with backoff");
-            }
-        }),
-    )
-}
-
-/// Whether the server serves `ar` (a CRD that may not be installed).
-async fn served(client: &Client, ar: &ApiResource) -> bool {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    api.list(&ListParams::default().limit(1)).await.is_ok()
 }
 
 /// The gang API version the server offers, by a versioned discovery of `scheduling.k8s.io` (the
@@ -210,7 +177,11 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         gang_api,
-        actor: Actor::new(client.clone(), Some(settings.identity.clone())),
+        actor: match &settings.slurm {
+            Some(link) => Actor::new(client.clone(), Some(settings.identity.clone())).with_slurm(link.bridge.clone()),
+            None => Actor::new(client.clone(), Some(settings.identity.clone())),
+        },
+        slurm_queues: Mutex::new(Arc::new(BTreeMap::new())),
         settings,
         decisions: Mutex::new(BTreeMap::new()),
         policy: Mutex::new(policy),
@@ -249,6 +220,9 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     }
     let jobs = controller.store();
     health.ready.store(true, Ordering::Relaxed);
+    if let Some(link) = ctx.settings.slurm.clone() {
+        tokio::spawn(super::slurm_run::poll(link, trigger_tx.clone()));
+    }
     tokio::spawn(scheduling_loop(ctx.clone(), jobs, nodes, queues, topologies, trigger_tx));
     controller
         .run(reconcile, error_policy, ctx)
@@ -305,45 +279,6 @@ async fn acquire_leadership(client: Client, lock: LeaseLock, metrics: Arc<Metric
     });
 }
 
-/// What changes the cluster tree: node names, labels, allocatable and schedulability.
-fn nodes_fingerprint(nodes: &[Arc<Node>]) -> u64 {
-    let mut h = DefaultHasher::new();
-    let mut keyed: Vec<&Arc<Node>> = nodes.iter().collect();
-    keyed.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    for n in keyed {
-        n.metadata.name.hash(&mut h);
-        n.metadata.labels.hash(&mut h);
-        if let Some(s) = &n.spec {
-            s.unschedulable.hash(&mut h);
-        }
-        if let Some(st) = &n.status {
-            st.allocatable
-                .as_ref()
-                .map(|a| a.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect::<Vec<_>>())
-                .hash(&mut h);
-            st.conditions
-                .as_ref()
-                .map(|c| c.iter().map(|c| (c.type_.clone(), c.status.clone())).collect::<Vec<_>>())
-                .hash(&mut h);
-        }
-    }
-    h.finish()
-}
-
-/// What changes the quota tree or the levels: names and specs (`generation`), not status. The loop
-/// writes Queue status itself, which bumps `resourceVersion`; keying on that would rebuild the
-/// engine after every cycle that changes a count.
-fn objects_fingerprint<K: Resource>(objects: &[Arc<K>]) -> u64 {
-    let mut h = DefaultHasher::new();
-    let mut keyed: Vec<(String, i64)> = objects
-        .iter()
-        .map(|o| (o.meta().name.clone().unwrap_or_default(), o.meta().generation.unwrap_or_default()))
-        .collect();
-    keyed.sort();
-    keyed.hash(&mut h);
-    h.finish()
-}
-
 async fn scheduling_loop(
     ctx: Arc<Ctx>,
     jobs: Store<TrainJob>,
@@ -354,6 +289,7 @@ async fn scheduling_loop(
 ) {
     let mut sched: Option<(u64, SchedulingLoop)> = None;
     let mut problem: Option<String> = None;
+    let mut slurm = SlurmLoop::default();
     let mut intents = IntentCache::default();
     let mut interval = tokio::time::interval(ctx.settings.cycle);
     loop {
@@ -362,9 +298,14 @@ async fn scheduling_loop(
         let node_list = nodes.state();
         let queue_list = queues.state();
         let topology_list = topologies.state();
+        let queues_fp = objects_fingerprint(&queue_list);
         let fingerprint = nodes_fingerprint(&node_list)
-            ^ objects_fingerprint(&queue_list).rotate_left(1)
+            ^ queues_fp.rotate_left(1)
             ^ objects_fingerprint(&topology_list).rotate_left(2);
+        let queue_refs: Vec<&Queue> = queue_list.iter().map(|q| q.as_ref()).collect();
+        if let Some(link) = &ctx.settings.slurm {
+            slurm.rebuild(link, &ctx.settings, &queue_refs, queues_fp);
+        }
         if sched.as_ref().is_none_or(|(fp, _)| *fp != fingerprint) {
             let spec = topology_list
                 .iter()
@@ -372,9 +313,9 @@ async fn scheduling_loop(
                 .map(|t| t.spec.clone())
                 .unwrap_or_else(|| TopologySpec { levels: vec![], ..TopologySpec::default() });
             let node_refs: Vec<&Node> = node_list.iter().map(|n| n.as_ref()).collect();
-            let queue_refs: Vec<&Queue> = queue_list.iter().map(|q| q.as_ref()).collect();
             let built = cluster_from_nodes(&node_refs, &spec).and_then(|cluster| {
-                let policy = policy_with_queues(&ctx.settings.policy_text, &ctx.settings.policy_name, &queue_refs)?;
+                let (text, name) = (&ctx.settings.policy_text, &ctx.settings.policy_name);
+                let policy = policy_with_queues(text, name, &queue_refs, Side::Kubernetes)?;
                 let looped = SchedulingLoop::new(cluster, policy.clone()).map_err(|e| e.to_string())?;
                 Ok((policy, looped))
             });
@@ -399,7 +340,10 @@ async fn scheduling_loop(
         let (runtimes_fp, runtimes) = runtimes_index(&ctx);
         let policy = ctx.policy.lock().expect("lock").clone();
         let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
-        let intent_ctx = IntentContext { policy: &policy, gpu_resource: &gpu_resource };
+        let slurm_queues: BTreeMap<String, SlurmTarget> =
+            queue_list.iter().filter_map(|q| Some((q.metadata.name.clone()?, q.spec.slurm.clone()?))).collect();
+        *ctx.slurm_queues.lock().expect("lock") = Arc::new(slurm_queues.clone());
+        let intent_ctx = intent_context(&ctx, &policy, &gpu_resource, &slurm_queues);
         let job_list = jobs.state();
         let inputs = runtimes_fp ^ fingerprint.rotate_left(7);
         let entries: Vec<JobEntry> = job_list
@@ -408,14 +352,20 @@ async fn scheduling_loop(
             .collect();
         intents.retain(&entries.iter().map(|e| e.uid.as_str()).collect());
         let now = u64::try_from(Timestamp::now().as_second()).unwrap_or(0);
-        let (decisions, stats) = looped.cycle(&entries, now);
+        let missing = slurm.problem.clone().unwrap_or_else(|| "waiting for the first answer from Slurm".into());
+        let (decisions, stats) = split_cycle(looped, slurm.looped.as_mut(), &entries, now, &missing);
         record_metrics(&ctx.metrics, &stats, &job_list, &decisions, now);
         ctx.metrics.cycle_seconds.observe(started.elapsed().as_secs_f64());
-        let queue_refs: Vec<&Queue> = queue_list.iter().map(|q| q.as_ref()).collect();
         let now_time = Time(Timestamp::now());
-        for (name, status) in
-            queue_statuses(&queue_refs, looped.engine(), &entries, &decisions, problem.as_deref(), &now_time)
-        {
+        let (hpc_queues, k8s_queues): (Vec<&Queue>, Vec<&Queue>) =
+            queue_refs.iter().partition(|q| q.spec.slurm.is_some());
+        let mut statuses =
+            queue_statuses(&k8s_queues, looped.engine(), &entries, &decisions, problem.as_deref(), &now_time);
+        if let Some(hpc) = &slurm.looped {
+            let hpc_problem = slurm.problem.as_deref().or(problem.as_deref());
+            statuses.extend(queue_statuses(&hpc_queues, hpc.engine(), &entries, &decisions, hpc_problem, &now_time));
+        }
+        for (name, status) in statuses {
             let current = queue_list.iter().find(|q| q.metadata.name.as_deref() == Some(name.as_str()));
             if current.and_then(|q| q.status.as_ref()) == Some(&status) {
                 continue;
@@ -443,17 +393,75 @@ async fn scheduling_loop(
     }
 }
 
+/// The intents' view of the queues: which run on Slurm, and whether this controller can run them.
+fn intent_context<'a>(
+    ctx: &Ctx,
+    policy: &'a PolicyConfig,
+    gpu_resource: &'a str,
+    slurm_queues: &'a BTreeMap<String, SlurmTarget>,
+) -> IntentContext<'a> {
+    IntentContext {
+        policy,
+        gpu_resource,
+        slurm_queues,
+        slurm_configured: ctx.settings.slurm.is_some() && ctx.settings.mode == Mode::Standalone,
+    }
+}
+
+/// The Slurm cluster's scheduling loop, rebuilt when its nodes, switches or queues change.
+#[derive(Default)]
+struct SlurmLoop {
+    looped: Option<SchedulingLoop>,
+    /// Inputs of the last build attempt, so a failing build is not retried every cycle.
+    tried: Option<u64>,
+    /// Why the last build failed.
+    problem: Option<String>,
+}
+
+impl SlurmLoop {
+    fn rebuild(&mut self, link: &SlurmLink, settings: &Settings, queues: &[&Queue], queues_fp: u64) {
+        if !queues.iter().any(|q| q.spec.slurm.is_some()) {
+            *self = SlurmLoop::default();
+            return;
+        }
+        let Some(shape) = link.shape.lock().expect("lock").clone() else { return };
+        let fingerprint = shape.fingerprint ^ queues_fp.rotate_left(3);
+        if self.tried == Some(fingerprint) {
+            return;
+        }
+        self.tried = Some(fingerprint);
+        let topology = Some(shape.topology.as_str()).filter(|t| !t.trim().is_empty());
+        let built = slurm_cluster(&link.cluster_name, &shape.nodes, topology).and_then(|cluster| {
+            let policy = policy_with_queues(&settings.policy_text, &settings.policy_name, queues, Side::Slurm)?;
+            SchedulingLoop::new(cluster, policy).map(SchedulingLoop::with_node_slots).map_err(|e| e.to_string())
+        });
+        match built {
+            Ok(looped) => {
+                tracing::info!(nodes = shape.nodes.len(), "Slurm cluster and quotas rebuilt");
+                self.looped = Some(looped);
+                self.problem = None;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the Slurm cluster or its quotas; keeping the previous ones");
+                self.problem = Some(format!("Slurm cluster: {e}"));
+            }
+        }
+    }
+}
+
 fn record_metrics(
     metrics: &Metrics,
-    stats: &super::scheduler::CycleStats,
+    all_stats: &[CycleStats],
     jobs: &[Arc<TrainJob>],
     decisions: &BTreeMap<String, Decision>,
     now: u64,
 ) {
-    metrics.admissions.inc_by(stats.admitted);
-    metrics.preemptions.inc_by(stats.preempted);
-    for cost in &stats.costs {
-        metrics.placement_cost.observe(*cost as f64);
+    for stats in all_stats {
+        metrics.admissions.inc_by(stats.admitted);
+        metrics.preemptions.inc_by(stats.preempted);
+        for cost in &stats.costs {
+            metrics.placement_cost.observe(*cost as f64);
+        }
     }
     for job in jobs {
         if let Some(Decision::Admit(r)) = decisions.get(&job.key())
@@ -463,7 +471,7 @@ fn record_metrics(
         }
     }
     metrics.queue_depth.clear();
-    for (queue, n) in &stats.pending_by_queue {
+    for (queue, n) in all_stats.iter().flat_map(|s| &s.pending_by_queue) {
         metrics
             .queue_depth
             .get_or_create(&QueueLabel { queue: queue.clone() })
@@ -488,7 +496,8 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     let (_, runtimes) = runtimes_index(&ctx);
     let policy = ctx.policy.lock().expect("lock").clone();
     let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
-    let (intent, runtime) = intent_of(&job, &runtimes, &IntentContext { policy: &policy, gpu_resource: &gpu_resource });
+    let slurm_queues = ctx.slurm_queues.lock().expect("lock").clone();
+    let (intent, runtime) = intent_of(&job, &runtimes, &intent_context(&ctx, &policy, &gpu_resource, &slurm_queues));
     let ns = job.metadata.namespace.clone().unwrap_or_default();
     let name = job.metadata.name.clone().unwrap_or_default();
     let kind = intent.as_ref().map_or(WorkloadKind::JobSet, |i| i.kind);
@@ -516,6 +525,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         .collect();
     let hostfile_exists = ctx.configmaps.get(&ObjectRef::new(&format!("{name}-mpi-hostfile")).within(&ns)).is_some();
     let decision = ctx.decisions.lock().expect("lock").get(&job.key()).cloned();
+    let slurm_snapshot = ctx.settings.slurm.as_ref().map(|link| link.snapshot());
     let now = Time(Timestamp::now());
     let inputs = Inputs {
         job: &job,
@@ -528,21 +538,37 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         mode: ctx.settings.mode,
         gang_api: ctx.gang_api,
         now: &now,
+        slurm: slurm_snapshot.as_deref(),
     };
     let actions = plan(&inputs);
     if !actions.is_empty() {
         tracing::info!(job = %job.key(), steps = actions.len(), "reconcile");
     }
-    ctx.actor.run(&job, &actions).await?;
+    match ctx.actor.run(&job, &actions).await {
+        Err(ActError::SlurmRefused { gang, message }) if ctx.settings.slurm.is_some() => {
+            // Final: the next plan fails the TrainJob with Slurm's message.
+            tracing::warn!(job = %job.key(), %gang, %message, "Slurm refused the gang");
+            if let Some(link) = &ctx.settings.slurm {
+                link.refused(&gang, &message);
+            }
+            return Ok(Requeue::requeue(Duration::from_millis(100)));
+        }
+        other => other?,
+    }
     ctx.failures.lock().expect("lock").remove(&job.key());
-    Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now))))
+    let on_slurm = intent.as_ref().is_ok_and(|i| i.slurm.is_some());
+    Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now, on_slurm))))
 }
 
 /// Seconds until this TrainJob should be looked at again without an event: soon while an
 /// admitted gang has pods not yet bound (a missed pod event must not strand them), at its
 /// `activeDeadlineSeconds` when that comes first, else a slow resync.
-fn next_look(job: &TrainJob, pods: &[super::pods::PodView], now: &Time) -> u64 {
+fn next_look(job: &TrainJob, pods: &[super::pods::PodView], now: &Time, on_slurm: bool) -> u64 {
     let Some(record) = super::plan::recorded(job) else { return 300 };
+    if on_slurm {
+        // The poller brings state changes; this catches a submission that waited for Slurm.
+        return super::plan::deadline_left(job, &record, now).map_or(15, |left| left.clamp(1, 15) as u64);
+    }
     let bound = pods.iter().filter(|p| !p.gates.iter().any(|g| g == trainyard_bridges::TOPOLOGY_GATE)).count();
     if record.domain.is_none() && (bound as u64) < u64::from(record.pods()) {
         return 2;

@@ -110,6 +110,8 @@ pub struct SchedulingLoop {
     domain_level: BTreeMap<GangId, String>,
     next_id: u64,
     last_now: u64,
+    /// Charges each pod a node slot (the Slurm loop; see [`super::slurm_side`]).
+    node_slots: bool,
 }
 
 impl SchedulingLoop {
@@ -128,7 +130,15 @@ impl SchedulingLoop {
             domain_level: BTreeMap::new(),
             next_id: 0,
             last_now: 0,
+            node_slots: false,
         })
+    }
+
+    /// The loop of a Slurm cluster: one pod per node, on a cluster from
+    /// [`super::slurm_side::slurm_cluster`].
+    pub fn with_node_slots(mut self) -> SchedulingLoop {
+        self.node_slots = true;
+        self
     }
 
     /// The engine, for status reporting.
@@ -315,7 +325,11 @@ impl SchedulingLoop {
             queue: intent.queue.clone(),
             priority: intent.priority,
             submit: job.created,
-            shape: intent.shape.clone(),
+            shape: if self.node_slots {
+                super::slurm_side::node_slot_shape(&intent.shape)
+            } else {
+                intent.shape.clone()
+            },
             runtime_estimate: None,
         }
     }

@@ -189,9 +189,10 @@ fn check_sides(base: &Value, queues: &[&Queue]) -> Result<(), String> {
         if let Some(q) = queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)) {
             return Some(Side::of(q));
         }
-        let in_file = base.get("queues").and_then(Value::as_array).is_some_and(|qs| {
-            qs.iter().any(|q| q.get("name").and_then(Value::as_str) == Some(name))
-        });
+        let in_file = base
+            .get("queues")
+            .and_then(Value::as_array)
+            .is_some_and(|qs| qs.iter().any(|q| q.get("name").and_then(Value::as_str) == Some(name)));
         in_file.then_some(Side::Kubernetes)
     };
     let mut sorted: Vec<&&Queue> = queues.iter().collect();
@@ -226,7 +227,12 @@ fn check_sides(base: &Value, queues: &[&Queue]) -> Result<(), String> {
 /// entry of the same name; the file's queues are Kubernetes ones). The combination is checked by
 /// the policy file's own rules, so a bad Queue gets the same error a bad file entry would, naming
 /// the queue.
-pub fn policy_with_queues(base_text: &str, base_name: &str, queues: &[&Queue], side: Side) -> Result<PolicyConfig, String> {
+pub fn policy_with_queues(
+    base_text: &str,
+    base_name: &str,
+    queues: &[&Queue],
+    side: Side,
+) -> Result<PolicyConfig, String> {
     let mut doc: Value = if base_text.trim().is_empty() {
         json!({})
     } else {
@@ -303,7 +309,8 @@ mod tests {
     #[test]
     fn slurm_queues_form_their_own_policy() {
         let base = "queues:\n  - {name: k8s, nominal: {gpus: 8}}\n";
-        let (root, leaf, other) = (slurm(queue("hpc", None, 16)), slurm(queue("hpc-a", Some("hpc"), 8)), queue("b", None, 4));
+        let (root, leaf, other) =
+            (slurm(queue("hpc", None, 16)), slurm(queue("hpc-a", Some("hpc"), 8)), queue("b", None, 4));
         let refs = [&root, &leaf, &other];
         let k8s = policy_with_queues(base, "policy.yaml", &refs, Side::Kubernetes).unwrap();
         let names: Vec<&str> = k8s.queues.iter().map(|q| q.name.as_str()).collect();

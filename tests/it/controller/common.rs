@@ -1,13 +1,16 @@
 //! Shared fixtures: a TrainJob with its runtime, and a builder for planner inputs.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use trainyard::api::{FINALIZER, QUEUE_LABEL, TrainJob};
+use trainyard::api::{FINALIZER, QUEUE_LABEL, SlurmTarget, TrainJob};
 use trainyard::controller::admission::AdmissionRecord;
 use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
 use trainyard::controller::plan::{Action, Inputs, Mode, WorkloadView, plan};
 use trainyard::controller::pods::PodView;
 use trainyard::controller::scheduler::Decision;
+use trainyard::controller::slurm_side::SlurmSnapshot;
 use trainyard::controller::snapshot::{Runtimes, intent_of};
 use trainyard_bridges::trainer as bridge;
 use trainyard_policies::PolicyConfig;
@@ -61,6 +64,10 @@ pub struct World {
     pub pods: Vec<PodView>,
     pub mode: Mode,
     pub gang_api: Option<trainyard::controller::gang_api::GangApi>,
+    /// Queues that run on Slurm.
+    pub slurm_queues: BTreeMap<String, SlurmTarget>,
+    /// The Slurm cluster as last seen; `None`: the controller runs without Slurm.
+    pub slurm: Option<SlurmSnapshot>,
 }
 
 impl World {
@@ -74,17 +81,27 @@ impl World {
             pods: vec![],
             mode: Mode::Standalone,
             gang_api: None,
+            slurm_queues: BTreeMap::new(),
+            slurm: None,
+        }
+    }
+
+    fn context<'a>(&'a self, policy: &'a PolicyConfig) -> IntentContext<'a> {
+        IntentContext {
+            slurm_queues: &self.slurm_queues,
+            slurm_configured: self.slurm.is_some(),
+            ..IntentContext::new(policy, "nvidia.com/gpu")
         }
     }
 
     pub fn intent(&self) -> Result<GangIntent, Problem> {
         let policy = policy();
-        intent_of(&self.job, &self.runtimes, &IntentContext { policy: &policy, gpu_resource: "nvidia.com/gpu" }).0
+        intent_of(&self.job, &self.runtimes, &self.context(&policy)).0
     }
 
     pub fn plan(&self) -> Vec<Action> {
         let policy = policy();
-        let ctx = IntentContext { policy: &policy, gpu_resource: "nvidia.com/gpu" };
+        let ctx = self.context(&policy);
         let (intent, runtime) = intent_of(&self.job, &self.runtimes, &ctx);
         let now = now();
         plan(&Inputs {
@@ -98,6 +115,7 @@ impl World {
             mode: self.mode,
             gang_api: self.gang_api,
             now: &now,
+            slurm: self.slurm.as_ref(),
         })
     }
 }
@@ -117,6 +135,8 @@ pub fn names(actions: &[Action]) -> Vec<String> {
             Action::Status { .. } => "Status".to_string(),
             Action::PatchTrainJob { suspend, .. } => format!("PatchTrainJob suspend={suspend}"),
             Action::Event { reason, .. } => format!("Event {reason}"),
+            Action::SubmitSlurm(g) => format!("SubmitSlurm {}", g.gang),
+            Action::CancelSlurm { gang } => format!("CancelSlurm {gang}"),
         })
         .collect()
 }

@@ -6,3 +6,4 @@ mod plan;
 mod render;
 mod replay;
 mod scheduler;
+mod slurm;

@@ -96,6 +96,7 @@ impl Server {
                 w.job.status.get_or_insert_with(TrainJobStatus::default).conditions = conditions.clone();
             }
             Action::PatchTrainJob { .. } => unreachable!("standalone mode"),
+            Action::SubmitSlurm(_) | Action::CancelSlurm { .. } => unreachable!("no Slurm queue"),
             Action::Event { .. } => {}
         }
     }

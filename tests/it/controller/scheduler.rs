@@ -18,6 +18,7 @@ fn intent(pods: u32, topology: TopologyRequest, domain_mode: bool) -> GangIntent
         shape: GangShape { pods, pod: Resources::gpus(8), topology },
         kind: WorkloadKind::JobSet,
         domain_mode,
+        slurm: None,
     }
 }
 
@@ -158,7 +159,7 @@ fn intents_are_rendered_again_only_when_their_inputs_change() {
     job.metadata.resource_version = Some("7".into());
     let (present, absent) = (runtimes(TORCH_RUNTIME), Runtimes::default());
     let policy = policy();
-    let ctx = IntentContext { policy: &policy, gpu_resource: "nvidia.com/gpu" };
+    let ctx = IntentContext::new(&policy, "nvidia.com/gpu");
     let mut cache = IntentCache::default();
     assert!(cache.intent(&job, &present, &ctx, 1).is_ok());
     assert!(cache.intent(&job, &absent, &ctx, 1).is_ok(), "same job, same inputs: the cached intent");

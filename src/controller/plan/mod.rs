@@ -4,6 +4,10 @@
 //! after any prefix of its steps is finished by the next one without doing anything twice. The
 //! admission record is written first: it is the commit point of a scheduling decision.
 
+mod slurm;
+
+pub use slurm::SLURM_REJECTED;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 use trainyard_bridges::WorkloadKind;
@@ -15,6 +19,7 @@ use super::gang_api::GangApi;
 use super::intent::{GangIntent, Problem};
 use super::pods::{GangLayout, PodView, Ungate, ungate};
 use super::scheduler::Decision;
+use super::slurm_side::SlurmSnapshot;
 use super::workload::{self, ObjectRef, Rendered};
 use crate::api::trainer::JobStatus;
 use crate::api::{ADMISSION_ANNOTATION, FINALIZER, TrainJob};
@@ -67,6 +72,8 @@ pub struct Inputs<'a> {
     pub gang_api: Option<GangApi>,
     /// The time to stamp on changed conditions.
     pub now: &'a Time,
+    /// The Slurm cluster as last seen, when the controller runs gangs on one.
+    pub slurm: Option<&'a SlurmSnapshot>,
 }
 
 /// One step of a reconcile.
@@ -99,6 +106,13 @@ pub enum Action {
         runtime_patch: Option<Value>,
         /// Value for `spec.suspend`.
         suspend: bool,
+    },
+    /// Submit the gang's Slurm job, unless Slurm already has a job of the gang.
+    SubmitSlurm(Box<trainyard_bridges::slurm::SlurmGang>),
+    /// Cancel the gang's Slurm job, if it still runs or waits.
+    CancelSlurm {
+        /// The gang id its job carries.
+        gang: String,
     },
     /// Record an event on the TrainJob.
     Event {
@@ -180,6 +194,7 @@ impl Planner<'_, '_> {
     }
 
     fn delete_launched(&mut self) {
+        self.cancel_slurm(recorded(self.inp.job).as_ref());
         if !self.standalone() {
             return;
         }
@@ -314,6 +329,7 @@ impl Planner<'_, '_> {
                 WorkloadKind::LeaderWorkerSet => self.delete_launched(),
             }
         }
+        self.cancel_slurm(record);
         if record.is_some() {
             self.actions.push(Action::ClearAdmission);
         }
@@ -376,6 +392,9 @@ impl Planner<'_, '_> {
     }
 
     fn admitted(&mut self, record: &AdmissionRecord) {
+        if self.on_slurm(Some(record)) {
+            return self.slurm_admitted(record);
+        }
         let layout = if self.standalone() {
             let launch = self.inp.workload.is_none_or(|w| w.suspended);
             let rendered = if launch { self.apply_rendered(Some(record), true) } else { self.render(Some(record)) };

@@ -1,0 +1,136 @@
+//! The controller's link to its Slurm cluster: a poller that keeps the snapshot of Slurm's jobs and
+//! nodes current and brings the TrainJobs whose job changed to their reconcile.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+use trainyard_slurm::NodeInfo;
+use trainyard_slurm::bridge::Bridge;
+
+use super::slurm_gang::job_key_of;
+use super::slurm_side::SlurmSnapshot;
+use crate::api::TrainJob;
+
+/// How often nodes and the switch tree are read again, in polls.
+const NODES_EVERY: u32 = 6;
+
+/// The Slurm cluster's nodes and switch tree, as last read.
+#[derive(Clone, Debug, Default)]
+pub struct SlurmShape {
+    /// Changes whenever the nodes or switches do.
+    pub fingerprint: u64,
+    /// The nodes.
+    pub nodes: Vec<NodeInfo>,
+    /// `topology.conf` lines from `scontrol show topology`; empty without a switch tree.
+    pub topology: String,
+}
+
+/// Everything the controller shares about its Slurm cluster.
+#[derive(Debug)]
+pub struct SlurmLink {
+    /// Submits, follows and cancels gangs.
+    pub bridge: Bridge,
+    /// Name of the cluster in the topology model.
+    pub cluster_name: String,
+    /// Time between looks at Slurm.
+    pub poll: Duration,
+    /// What the last look found; replaced whole, so a reconcile reads one consistent view.
+    pub snapshot: Mutex<Arc<SlurmSnapshot>>,
+    /// Nodes and switches, once read.
+    pub shape: Mutex<Option<SlurmShape>>,
+}
+
+impl SlurmLink {
+    /// A link that has not looked at Slurm yet.
+    pub fn new(bridge: Bridge, cluster_name: String, poll: Duration) -> SlurmLink {
+        SlurmLink {
+            bridge,
+            cluster_name,
+            poll,
+            snapshot: Mutex::new(Arc::new(SlurmSnapshot::default())),
+            shape: Mutex::new(None),
+        }
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<SlurmSnapshot> {
+        self.snapshot.lock().expect("lock").clone()
+    }
+
+    /// Remembers Slurm's refusal of a gang, so the next plan fails its TrainJob with the message.
+    pub fn refused(&self, gang: &str, message: &str) {
+        let mut current = self.snapshot.lock().expect("lock");
+        let mut next = current.as_ref().clone();
+        next.refused.insert(gang.to_string(), message.to_string());
+        *current = Arc::new(next);
+    }
+}
+
+fn shape_fingerprint(nodes: &[NodeInfo], topology: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    for n in nodes {
+        (&n.name, n.cpus, n.memory_mib, n.gpus, &n.gpu_type, &n.state, &n.partitions).hash(&mut h);
+    }
+    topology.hash(&mut h);
+    h.finish()
+}
+
+/// Looks at Slurm every `link.poll` until the process ends.
+pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>) {
+    let mut interval = tokio::time::interval(link.poll);
+    let mut round: u32 = 0;
+    loop {
+        interval.tick().await;
+        let read_nodes = round.is_multiple_of(NODES_EVERY) || link.shape.lock().expect("lock").is_none();
+        round = round.wrapping_add(1);
+        let before = link.snapshot();
+        let looked = look(&link, read_nodes).await;
+        let mut next = before.as_ref().clone();
+        let changed = match looked {
+            Ok((jobs, nodes)) => {
+                next.observed(&jobs, nodes.as_deref());
+                let mut changed = next.changed_gangs(&before);
+                if before.unreachable.is_some() {
+                    // Every gang's condition said Slurm was unreachable.
+                    changed.extend(next.jobs.iter().flatten().map(|(g, _)| g.clone()));
+                }
+                changed
+            }
+            Err(error) => {
+                let was_reachable = before.unreachable.is_none();
+                next.unreachable = Some(error.clone());
+                tracing::warn!(%error, "cannot reach Slurm; gangs keep their last known state");
+                if was_reachable { next.jobs.iter().flatten().map(|(g, _)| g.clone()).collect() } else { vec![] }
+            }
+        };
+        *link.snapshot.lock().expect("lock") = Arc::new(next);
+        for gang in changed {
+            if let Some(key) = job_key_of(&gang) {
+                let (ns, name) = key.split_once('/').unwrap_or(("", &key));
+                // A full channel only delays the reconcile to the TrainJob's next requeue.
+                let _ = trigger.try_send(ObjectRef::new(name).within(ns));
+            }
+        }
+    }
+}
+
+type Looked = (Vec<trainyard_slurm::JobInfo>, Option<Vec<NodeInfo>>);
+
+async fn look(link: &SlurmLink, read_nodes: bool) -> Result<Looked, String> {
+    let jobs = link.bridge.jobs().await.map_err(|e| e.to_string())?;
+    if !read_nodes {
+        return Ok((jobs, None));
+    }
+    let nodes = link.bridge.nodes().await.map_err(|e| e.to_string())?;
+    // `scontrol` may be missing where slurmrestd is reachable (a controller pod): plan without switches.
+    let topology = link.bridge.topology().await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "no Slurm switch tree; placing on nodes only");
+        String::new()
+    });
+    let fingerprint = shape_fingerprint(&nodes, &topology);
+    *link.shape.lock().expect("lock") = Some(SlurmShape { fingerprint, nodes: nodes.clone(), topology });
+    Ok((jobs, Some(nodes)))
+}
