@@ -57,13 +57,16 @@ fi
 step "helm chart: lint, render, validate (offline, real Helm SDK)"
 bash scripts/check-chart.sh
 
-step "Slurm bridge against a real local Slurm (scripts/slurm/with-slurm.sh)"
+step "Slurm bridge and the controller's Slurm queues against a real local Slurm (scripts/slurm/with-slurm.sh)"
 log=$(mktemp)
 slurm_log=$(mktemp)
 trap 'rm -f "$log" "$slurm_log"' EXIT
 set +e
-bash scripts/slurm/with-slurm.sh cargo test -p trainyard-slurm --features client --locked --test local \
-  -- --include-ignored --test-threads=1 2>&1 | tee "$slurm_log"
+# The bridge's own tests, then the controller's Slurm front end, on one local cluster.
+bash scripts/slurm/with-slurm.sh bash -c '
+  cargo test -p trainyard-slurm --features client --locked --test local -- --include-ignored --test-threads=1 &&
+  cargo test -p trainyard --locked --test it controller::slurm_live -- --include-ignored --test-threads=1
+' 2>&1 | tee "$slurm_log"
 slurm_status=${PIPESTATUS[0]}
 set -e
 if [ "$slurm_status" -ne 0 ]; then

@@ -10,8 +10,8 @@ use clap::{Args, ValueEnum};
 use trainyard::controller::lease::LeaseLock;
 use trainyard::controller::plan::Mode;
 use trainyard::controller::run::{Settings, run};
-use trainyard::controller::slurm_run::SlurmLink;
-use trainyard_slurm::bridge::{Bridge, Retry};
+use trainyard::controller::slurm_run::{STEP_RETRY, SlurmLink};
+use trainyard_slurm::bridge::Bridge;
 use trainyard_slurm::rest::{RestClient, RestConfig};
 
 /// Who launches the workloads.
@@ -105,11 +105,8 @@ async fn slurm_link(args: &ControllerArgs) -> anyhow::Result<Arc<SlurmLink>> {
             }
         },
     };
-    // Short retries inside one step: a reconcile that waits long holds its TrainJob; the
-    // reconcile's own backoff retries what is left.
-    let retry = Retry { attempts: 3, first_wait: Duration::from_millis(200), max_wait: Duration::from_secs(1) };
     let poll = Duration::from_secs_f64(args.slurm_poll);
-    Ok(Arc::new(SlurmLink::new(Bridge::new(rest, retry), args.slurm_cluster.clone(), poll)))
+    Ok(Arc::new(SlurmLink::new(Bridge::new(rest, STEP_RETRY), args.slurm_cluster.clone(), poll)))
 }
 
 /// Runs the controller until SIGTERM.

@@ -8,11 +8,16 @@ use std::time::Duration;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::mpsc;
 use trainyard_slurm::NodeInfo;
-use trainyard_slurm::bridge::Bridge;
+use trainyard_slurm::bridge::{Bridge, Retry};
 
 use super::slurm_gang::job_key_of;
 use super::slurm_side::SlurmSnapshot;
 use crate::api::TrainJob;
+
+/// Retries inside one step: a reconcile that waits long holds its TrainJob, and the reconcile's
+/// own backoff retries what is left.
+pub const STEP_RETRY: Retry =
+    Retry { attempts: 3, first_wait: Duration::from_millis(200), max_wait: Duration::from_secs(1) };
 
 /// How often nodes and the switch tree are read again, in polls.
 const NODES_EVERY: u32 = 6;
@@ -78,23 +83,20 @@ fn shape_fingerprint(nodes: &[NodeInfo], topology: &str) -> u64 {
     h.finish()
 }
 
-/// Looks at Slurm every `link.poll` until the process ends.
-pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>) {
-    let mut interval = tokio::time::interval(link.poll);
-    let mut round: u32 = 0;
-    loop {
-        interval.tick().await;
-        let read_nodes = round.is_multiple_of(NODES_EVERY) || link.shape.lock().expect("lock").is_none();
-        round = round.wrapping_add(1);
-        let before = link.snapshot();
-        let looked = look(&link, read_nodes).await;
+impl SlurmLink {
+    /// One look at Slurm: its jobs, and its nodes and switches when `read_nodes` (or never read).
+    /// Returns the gangs whose job changed, and every known gang when Slurm stopped or started
+    /// answering (their conditions say so).
+    pub async fn refresh(&self, read_nodes: bool) -> Vec<String> {
+        let read_nodes = read_nodes || self.shape.lock().expect("lock").is_none();
+        let before = self.snapshot();
+        let looked = look(self, read_nodes).await;
         let mut next = before.as_ref().clone();
         let changed = match looked {
             Ok((jobs, nodes)) => {
                 next.observed(&jobs, nodes.as_deref());
                 let mut changed = next.changed_gangs(&before);
                 if before.unreachable.is_some() {
-                    // Every gang's condition said Slurm was unreachable.
                     changed.extend(next.jobs.iter().flatten().map(|(g, _)| g.clone()));
                 }
                 changed
@@ -106,7 +108,20 @@ pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob
                 if was_reachable { next.jobs.iter().flatten().map(|(g, _)| g.clone()).collect() } else { vec![] }
             }
         };
-        *link.snapshot.lock().expect("lock") = Arc::new(next);
+        *self.snapshot.lock().expect("lock") = Arc::new(next);
+        changed
+    }
+}
+
+/// Looks at Slurm every `link.poll` until the process ends, and brings the TrainJobs whose job
+/// changed to their reconcile.
+pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>) {
+    let mut interval = tokio::time::interval(link.poll);
+    let mut round: u32 = 0;
+    loop {
+        interval.tick().await;
+        let changed = link.refresh(round.is_multiple_of(NODES_EVERY)).await;
+        round = round.wrapping_add(1);
         for gang in changed {
             if let Some(key) = job_key_of(&gang) {
                 let (ns, name) = key.split_once('/').unwrap_or(("", &key));

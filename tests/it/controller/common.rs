@@ -100,10 +100,14 @@ impl World {
     }
 
     pub fn plan(&self) -> Vec<Action> {
+        self.plan_at(now())
+    }
+
+    /// The plan at another time than the tests' fixed clock.
+    pub fn plan_at(&self, now: Time) -> Vec<Action> {
         let policy = policy();
         let ctx = self.context(&policy);
         let (intent, runtime) = intent_of(&self.job, &self.runtimes, &ctx);
-        let now = now();
         plan(&Inputs {
             job: &self.job,
             runtime,

@@ -7,3 +7,4 @@ mod render;
 mod replay;
 mod scheduler;
 mod slurm;
+mod slurm_live;

@@ -357,8 +357,11 @@ const POLICY: &str = "queues:\n  - {name: k8s, nominal: {gpus: 64}}\n  - {name: 
 #[test]
 fn each_gang_is_placed_on_its_queues_cluster_one_pod_per_slurm_node() {
     let policy = PolicyConfig::from_yaml(POLICY, "p").unwrap();
-    let k8s_cluster =
-        Cluster::from_yaml("name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n", "k").unwrap();
+    let k8s_cluster = Cluster::from_yaml(
+        "name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n",
+        "k",
+    )
+    .unwrap();
     let mut k8s = SchedulingLoop::new(k8s_cluster, policy.clone()).unwrap();
     let topology = "SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\n";
     let nodes: Vec<NodeInfo> = ["n1", "n2", "n3", "n4"].iter().map(|n| node(n, 2)).collect();
@@ -391,8 +394,11 @@ fn each_gang_is_placed_on_its_queues_cluster_one_pod_per_slurm_node() {
 #[test]
 fn without_a_slurm_cluster_slurm_gangs_wait_and_say_why() {
     let policy = PolicyConfig::from_yaml(POLICY, "p").unwrap();
-    let k8s_cluster =
-        Cluster::from_yaml("name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n", "k").unwrap();
+    let k8s_cluster = Cluster::from_yaml(
+        "name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n",
+        "k",
+    )
+    .unwrap();
     let mut k8s = SchedulingLoop::new(k8s_cluster, policy).unwrap();
     let entries = [entry("hpc-job", intent_on("hpc", 2, 1, true))];
     let (decisions, _) = split_cycle(&mut k8s, None, &entries, 10, "Slurm unreachable: connection refused");
