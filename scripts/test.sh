@@ -48,7 +48,7 @@ step "rendered JobSets and LeaderWorkerSets against the upstream schemas"
 "$py" scripts/check_workloads.py bridges/tests/golden
 
 step "trainyard's CRDs are structural; the Kubernetes examples and fixtures obey them"
-"$py" scripts/check_examples.py charts/trainyard/crds examples/kubernetes/*.yaml bridges/tests/fixtures/*.yaml
+"$py" scripts/check_examples.py charts/trainyard/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml
 if "$py" scripts/check_examples.py charts/trainyard/crds scripts/testdata/examples/bad.yaml >/dev/null; then
   echo "check_examples.py accepted scripts/testdata/examples/bad.yaml" >&2
   exit 1

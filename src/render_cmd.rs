@@ -7,16 +7,24 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use serde_json::Value;
-use trainyard::api::{QUEUE_LABEL, TrainJob};
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+use trainyard::api::{QUEUE_LABEL, Queue, SlurmTarget, TrainJob};
 use trainyard::controller::intent::IntentContext;
 use trainyard::controller::plan::{Mode, companion_patch};
 use trainyard::controller::pods::GangLayout;
 use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
+use trainyard::controller::slurm_gang::slurm_gang;
+use trainyard::controller::slurm_side::node_slot_cluster;
 use trainyard::controller::snapshot::{Runtimes, created_s, intent_of};
+use trainyard::controller::snapshot::{Side, policy_with_queues};
 use trainyard::controller::workload::{self, Rendered};
+use trainyard_bridges::slurm::render_sbatch;
 use trainyard_bridges::trainer as bridge;
 use trainyard_policies::PolicyConfig;
 use trainyard_topology::Cluster;
+use trainyard_topology::ClusterSpec;
 
 use crate::controller_cmd::ModeArg;
 use crate::inputs::{load_policy, read_text};
@@ -44,6 +52,12 @@ pub struct RenderArgs {
     /// to the TrainJob for Kubeflow Trainer to launch it.
     #[arg(long, value_enum, default_value = "standalone")]
     pub mode: ModeArg,
+    /// Queue objects with `spec.slurm` (YAML documents: the leaf and its parents): the TrainJob
+    /// runs in its queue on Slurm, so print the batch script of its Slurm job instead of a JobSet.
+    /// `--topology` is then the Slurm cluster (e.g. from `trainyard slurm nodes --out`), where
+    /// each pod takes one node.
+    #[arg(long, value_name = "FILE", requires = "topology", conflicts_with = "mode")]
+    pub slurm_queues: Option<PathBuf>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
@@ -65,7 +79,27 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         notes
             .push(format!("ownerReferences carry the placeholder uid {OFFLINE_UID}; the API server sets the real one"));
     }
+    let slurm_queues = match &args.slurm_queues {
+        Some(path) => read_queues(path)?,
+        None => Vec::new(),
+    };
     let labels = job.metadata.labels.get_or_insert_with(Default::default);
+    if let Some(path) = &args.slurm_queues {
+        let queue_file = path.display();
+        let leaf = match labels.get(QUEUE_LABEL) {
+            Some(q) => slurm_queues.iter().find(|x| x.metadata.name.as_ref() == Some(q)),
+            None if slurm_queues.len() == 1 => slurm_queues.first(),
+            None => bail!("{file}: no {QUEUE_LABEL} label to pick one of the queues of {queue_file}"),
+        };
+        let Some(leaf) = leaf else {
+            bail!("{file}: queue {:?} is not in {queue_file}", labels.get(QUEUE_LABEL).cloned().unwrap_or_default())
+        };
+        if leaf.spec.slurm.is_none() {
+            bail!("{queue_file}: Queue {}: spec.slurm is not set; this queue runs on Kubernetes", leaf.name_any());
+        }
+        let name = leaf.name_any();
+        labels.insert(QUEUE_LABEL.into(), name);
+    }
     if !labels.contains_key(QUEUE_LABEL) {
         labels.insert(QUEUE_LABEL.into(), "default".into());
         notes.push(format!("no {QUEUE_LABEL} label: charged to queue `default`"));
@@ -86,9 +120,25 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         }
         other => bail!("{runtime_file}: kind {other:?} is not TrainingRuntime or ClusterTrainingRuntime"),
     }
-    let policy: PolicyConfig = load_policy(&args.policy)?;
+    let policy: PolicyConfig = match &args.slurm_queues {
+        None => load_policy(&args.policy)?,
+        Some(path) => {
+            // The Slurm loop's quota tree is the Queues' alone; a policy file adds its global settings.
+            let text = if std::path::Path::new(&args.policy).exists() {
+                read_text(args.policy.as_ref())?
+            } else {
+                String::new()
+            };
+            let refs: Vec<&Queue> = slurm_queues.iter().collect();
+            policy_with_queues(&text, &args.policy, &refs, Side::Slurm)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+    };
     let gpu = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE;
-    let ctx = IntentContext::new(&policy, gpu);
+    let slurm_targets: BTreeMap<String, SlurmTarget> =
+        slurm_queues.iter().filter_map(|q| Some((q.metadata.name.clone()?, q.spec.slurm.clone()?))).collect();
+    let ctx =
+        IntentContext { slurm_queues: &slurm_targets, slurm_configured: true, ..IntentContext::new(&policy, gpu) };
     let (intent, runtime) = intent_of(&job, &runtimes, &ctx);
     let intent = intent.map_err(|p| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason))?;
     let runtime = runtime.context("the runtime resolved")?;
@@ -97,8 +147,14 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     let record = match &args.topology {
         None => None,
         Some(path) => {
-            let cluster = Cluster::from_yaml(&read_text(path)?, &path.display().to_string())?;
-            let mut looped = SchedulingLoop::new(cluster, policy.clone())?;
+            let (text, name) = (read_text(path)?, path.display().to_string());
+            let mut looped = match intent.slurm {
+                None => SchedulingLoop::new(Cluster::from_yaml(&text, &name)?, policy.clone())?,
+                Some(_) => {
+                    let spec = ClusterSpec::from_yaml(&text, &name)?.resolve(&name)?;
+                    SchedulingLoop::new(node_slot_cluster(spec)?, policy.clone())?.with_node_slots()
+                }
+            };
             let entry = JobEntry {
                 key: job.key(),
                 uid: job.metadata.uid.clone().unwrap_or_default(),
@@ -115,6 +171,19 @@ pub fn run(args: &RenderArgs) -> Result<()> {
             }
         }
     };
+    if let (Some(target), Some(r)) = (&intent.slurm, &record) {
+        let gang = slurm_gang(&bridge_job, runtime, target, &intent.shape.pod, r)
+            .map_err(|p| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason))?;
+        let mut out = String::new();
+        for note in &notes {
+            writeln!(out, "# note: {note}")?;
+        }
+        writeln!(out, "# admitted: {} pods on {} Slurm nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
+        writeln!(out, "# the gang id carries the admission time; here the TrainJob's creation time")?;
+        out.push_str(&render_sbatch(&gang));
+        std::io::stdout().lock().write_all(out.as_bytes())?;
+        return Ok(());
+    }
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
     let rendered = workload::render(&bridge_job, runtime, intent.kind, placement, None)
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
@@ -151,6 +220,26 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     }
     std::io::stdout().lock().write_all(out.as_bytes())?;
     Ok(())
+}
+
+/// The Queue objects of a multi-document YAML file.
+fn read_queues(path: &std::path::Path) -> Result<Vec<Queue>> {
+    let text = read_text(path)?;
+    let mut queues = Vec::new();
+    let mut line = 1;
+    for doc in text.split("\n---") {
+        let body = doc.strip_prefix('\n').unwrap_or(doc);
+        if !body.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+            let queue: Queue = serde_saphyr::from_str(body)
+                .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
+            queues.push(queue);
+        }
+        line += doc.lines().count();
+    }
+    if queues.is_empty() {
+        bail!("{}: no Queue object", path.display());
+    }
+    Ok(queues)
 }
 
 /// Comment lines naming the host of each gang pod, as the controller will bind them.

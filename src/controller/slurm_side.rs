@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use trainyard_slurm::import::import;
 use trainyard_slurm::{JobInfo, NodeInfo};
-use trainyard_topology::{Cluster, GangShape, Topology as Tree};
+use trainyard_topology::{Cluster, GangShape, ResolvedSpec, Topology as Tree};
 
 use super::scheduler::{CycleStats, Decision, JobEntry, JobState, SchedulingLoop};
 
@@ -85,12 +85,16 @@ fn partition_nodes(nodes: &[NodeInfo]) -> BTreeMap<String, u64> {
 /// in place of memory.
 pub fn slurm_cluster(name: &str, nodes: &[NodeInfo], topology: Option<&str>) -> Result<Cluster, String> {
     let source = topology.map(|text| (text, "scontrol show topology"));
-    let mut loaded = import(name, nodes, source).map_err(|e| e.to_string())?;
-    for node in &mut loaded.spec.nodes {
+    let loaded = import(name, nodes, source).map_err(|e| e.to_string())?;
+    node_slot_cluster(loaded.spec).map_err(|e| e.to_string())
+}
+
+/// A cluster whose hosts each hold one node slot where memory would be (see the module docs).
+pub fn node_slot_cluster(mut spec: ResolvedSpec) -> Result<Cluster, trainyard_topology::Error> {
+    for node in &mut spec.nodes {
         node.capacity.memory_mib = 1;
     }
-    let tree = Tree::build(&loaded.spec).map_err(|e| e.to_string())?;
-    Ok(Cluster::new(tree))
+    Ok(Cluster::new(Tree::build(&spec)?))
 }
 
 /// A gang's shape as the Slurm loop charges it: one node slot per pod.

@@ -126,6 +126,37 @@ fn the_kubernetes_examples_parse_and_render_placed_in_one_subblock() {
 }
 
 #[test]
+fn a_trainjob_of_a_slurm_queue_renders_as_its_batch_script() {
+    let slurm_args = |queues: &str| {
+        render(&[
+            "-f",
+            &path("examples/slurm/trainjob.yaml"),
+            "--runtime",
+            &path("examples/kubernetes/runtime.yaml"),
+            "--topology",
+            &path("examples/slurm/cluster.yaml"),
+            "--slurm-queues",
+            &path(queues),
+        ])
+    };
+    let (ok, out, err) = slurm_args("examples/slurm/queues.yaml");
+    assert!(ok, "{err}");
+    let golden = root().join("tests/golden/slurm_trainjob.sbatch");
+    if std::env::var_os("TRAINYARD_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &out).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert_eq!(out, want, "stale {}; rerun with TRAINYARD_BLESS=1", golden.display());
+    assert!(out.contains("#SBATCH --nodelist=gpu-01,gpu-02\n"), "both nodes under one switch: {out}");
+
+    // A queue file without the TrainJob's queue, or a Kubernetes queue, is named in the error.
+    let (ok, _, err) = slurm_args("examples/kubernetes/queues.yaml");
+    assert!(!ok);
+    assert!(err.contains("queue \"hpc-llm\" is not in") && err.contains("queues.yaml"), "{err}");
+}
+
+#[test]
 fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
     let dir = std::env::temp_dir().join(format!("trainyard-ctl-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -145,5 +176,11 @@ fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
     assert!(err.contains("policy.yaml") && err.contains("line 3"), "{err}");
     let (ok, err) = run(&["--cycle", "0"]);
     assert!(!ok && err.contains("--cycle"), "{err}");
+    let (ok, err) = run(&["--slurm", "--mode", "companion"]);
+    assert!(!ok && err.contains("--slurm needs --mode standalone"), "{err}");
+    let (ok, err) = run(&["--slurm", "--slurm-poll", "0.1"]);
+    assert!(!ok && err.contains("--slurm-poll"), "{err}");
+    let (ok, err) = run(&["--slurm-poll", "5"]);
+    assert!(!ok && err.contains("--slurm"), "the poll interval needs --slurm: {err}");
     std::fs::remove_dir_all(&dir).ok();
 }
