@@ -414,3 +414,32 @@ fn without_a_slurm_cluster_slurm_gangs_wait_and_say_why() {
         "never charged on Kubernetes"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// Whatever gangs arrive, the Slurm loop never gives a host to two pods (of one gang or of
+    /// two) and never admits part of a gang.
+    #[test]
+    fn slurm_hosts_hold_at_most_one_pod(gangs in proptest::collection::vec((1u32..5, 0u64..3), 1..12)) {
+        let nodes: Vec<NodeInfo> = (1..=6).map(|i| node(&format!("n{i}"), 2)).collect();
+        let topology = "SwitchName=s1 Nodes=n[1-3]\nSwitchName=s2 Nodes=n[4-6]\n";
+        let policy = PolicyConfig::from_yaml(POLICY, "p").unwrap();
+        let mut hpc = SchedulingLoop::new(slurm_cluster("slurm", &nodes, Some(topology)).unwrap(), policy).unwrap().with_node_slots();
+        let entries: Vec<JobEntry> = gangs
+            .iter()
+            .enumerate()
+            .map(|(i, (pods, gpus))| entry(&format!("g{i}"), intent_on("hpc", *pods, *gpus, true)))
+            .collect();
+        let (decisions, _) = hpc.cycle(&entries, 10);
+        let mut used: BTreeMap<String, u32> = BTreeMap::new();
+        for (e, (pods, _)) in entries.iter().zip(&gangs) {
+            if let Some(Decision::Admit(r)) = decisions.get(&e.key) {
+                proptest::prop_assert_eq!(r.pods(), *pods, "a gang is placed whole");
+                for (host, n) in &r.nodes {
+                    *used.entry(host.clone()).or_default() += n;
+                }
+            }
+        }
+        proptest::prop_assert!(used.values().all(|n| *n == 1), "{used:?}");
+    }
+}
