@@ -354,15 +354,16 @@ fn entry(name: &str, intent: GangIntent) -> JobEntry {
 
 const POLICY: &str = "queues:\n  - {name: k8s, nominal: {gpus: 64}}\n  - {name: hpc, nominal: {gpus: 64}}\n";
 
+/// The Kubernetes side: two hosts of 8 GPUs.
+fn kubernetes_loop() -> SchedulingLoop {
+    let yaml = "name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n";
+    SchedulingLoop::new(Cluster::from_yaml(yaml, "k").unwrap(), PolicyConfig::from_yaml(POLICY, "p").unwrap()).unwrap()
+}
+
 #[test]
 fn each_gang_is_placed_on_its_queues_cluster_one_pod_per_slurm_node() {
     let policy = PolicyConfig::from_yaml(POLICY, "p").unwrap();
-    let k8s_cluster = Cluster::from_yaml(
-        "name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n",
-        "k",
-    )
-    .unwrap();
-    let mut k8s = SchedulingLoop::new(k8s_cluster, policy.clone()).unwrap();
+    let mut k8s = kubernetes_loop();
     let topology = "SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\n";
     let nodes: Vec<NodeInfo> = ["n1", "n2", "n3", "n4"].iter().map(|n| node(n, 2)).collect();
     let hpc_cluster = slurm_cluster("slurm", &nodes, Some(topology)).unwrap();
@@ -377,7 +378,7 @@ fn each_gang_is_placed_on_its_queues_cluster_one_pod_per_slurm_node() {
     assert_eq!(s.nodes.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [1, 1], "one pod per Slurm node: {s:?}");
     assert!(s.nodes.iter().all(|(h, _)| h.starts_with('n')), "placed on Slurm's nodes: {s:?}");
 
-    // Four nodes of one GPU each: a fifth pod waits, whatever GPUs are left on the nodes.
+    // Two nodes are left: a gang of three waits, though the used nodes still have free GPUs.
     let (decisions, _) = split_cycle(
         &mut k8s,
         Some(&mut hpc),
@@ -393,13 +394,7 @@ fn each_gang_is_placed_on_its_queues_cluster_one_pod_per_slurm_node() {
 
 #[test]
 fn without_a_slurm_cluster_slurm_gangs_wait_and_say_why() {
-    let policy = PolicyConfig::from_yaml(POLICY, "p").unwrap();
-    let k8s_cluster = Cluster::from_yaml(
-        "name: k\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 16, memory_gib: 64}\n",
-        "k",
-    )
-    .unwrap();
-    let mut k8s = SchedulingLoop::new(k8s_cluster, policy).unwrap();
+    let mut k8s = kubernetes_loop();
     let entries = [entry("hpc-job", intent_on("hpc", 2, 1, true))];
     let (decisions, _) = split_cycle(&mut k8s, None, &entries, 10, "Slurm unreachable: connection refused");
     assert_eq!(
