@@ -114,8 +114,8 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
     if !(args.cycle.is_finite() && args.cycle > 0.0) {
         anyhow::bail!("--cycle: {} is not a positive number of seconds", args.cycle);
     }
-    if !(args.slurm_poll.is_finite() && args.slurm_poll >= 1.0) {
-        anyhow::bail!("--slurm-poll: {} is not a number of seconds of at least 1", args.slurm_poll);
+    if !(args.slurm_poll.is_finite() && (1.0..=3600.0).contains(&args.slurm_poll)) {
+        anyhow::bail!("--slurm-poll: {} is not a number of seconds from 1 to 3600", args.slurm_poll);
     }
     if args.slurm && args.mode == ModeArg::Companion {
         anyhow::bail!("--slurm needs --mode standalone: in companion mode Kubeflow Trainer launches every TrainJob");

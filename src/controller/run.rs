@@ -31,8 +31,8 @@ use super::plan::{Inputs, Mode, plan};
 use super::queue_status::queue_statuses;
 use super::scheduler::CycleStats;
 use super::scheduler::{Decision, JobEntry, SchedulingLoop};
-use super::slurm_run::SlurmLink;
-use super::slurm_side::{slurm_cluster, split_cycle};
+use super::slurm_run::{SlurmLink, SlurmLoop};
+use super::slurm_side::split_cycle;
 use super::snapshot::{
     IntentCache, Runtimes, Side, cluster_from_nodes, created_s, intent_of, job_entry, policy_with_queues,
 };
@@ -304,7 +304,7 @@ async fn scheduling_loop(
             ^ objects_fingerprint(&topology_list).rotate_left(2);
         let queue_refs: Vec<&Queue> = queue_list.iter().map(|q| q.as_ref()).collect();
         if let Some(link) = &ctx.settings.slurm {
-            slurm.rebuild(link, &ctx.settings, &queue_refs, queues_fp);
+            slurm.rebuild(link, &ctx.settings.policy_text, &ctx.settings.policy_name, &queue_refs, queues_fp);
         }
         if sched.as_ref().is_none_or(|(fp, _)| *fp != fingerprint) {
             let spec = topology_list
@@ -405,47 +405,6 @@ fn intent_context<'a>(
         gpu_resource,
         slurm_queues,
         slurm_configured: ctx.settings.slurm.is_some() && ctx.settings.mode == Mode::Standalone,
-    }
-}
-
-/// The Slurm cluster's scheduling loop, rebuilt when its nodes, switches or queues change.
-#[derive(Default)]
-struct SlurmLoop {
-    looped: Option<SchedulingLoop>,
-    /// Inputs of the last build attempt, so a failing build is not retried every cycle.
-    tried: Option<u64>,
-    /// Why the last build failed.
-    problem: Option<String>,
-}
-
-impl SlurmLoop {
-    fn rebuild(&mut self, link: &SlurmLink, settings: &Settings, queues: &[&Queue], queues_fp: u64) {
-        if !queues.iter().any(|q| q.spec.slurm.is_some()) {
-            *self = SlurmLoop::default();
-            return;
-        }
-        let Some(shape) = link.shape.lock().expect("lock").clone() else { return };
-        let fingerprint = shape.fingerprint ^ queues_fp.rotate_left(3);
-        if self.tried == Some(fingerprint) {
-            return;
-        }
-        self.tried = Some(fingerprint);
-        let topology = Some(shape.topology.as_str()).filter(|t| !t.trim().is_empty());
-        let built = slurm_cluster(&link.cluster_name, &shape.nodes, topology).and_then(|cluster| {
-            let policy = policy_with_queues(&settings.policy_text, &settings.policy_name, queues, Side::Slurm)?;
-            SchedulingLoop::new(cluster, policy).map(SchedulingLoop::with_node_slots).map_err(|e| e.to_string())
-        });
-        match built {
-            Ok(looped) => {
-                tracing::info!(nodes = shape.nodes.len(), "Slurm cluster and quotas rebuilt");
-                self.looped = Some(looped);
-                self.problem = None;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot build the Slurm cluster or its quotas; keeping the previous ones");
-                self.problem = Some(format!("Slurm cluster: {e}"));
-            }
-        }
     }
 }
 

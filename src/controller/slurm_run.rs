@@ -10,9 +10,11 @@ use tokio::sync::mpsc;
 use trainyard_slurm::NodeInfo;
 use trainyard_slurm::bridge::{Bridge, Retry};
 
+use super::scheduler::SchedulingLoop;
 use super::slurm_gang::job_key_of;
-use super::slurm_side::SlurmSnapshot;
-use crate::api::TrainJob;
+use super::slurm_side::{SlurmSnapshot, slurm_cluster};
+use super::snapshot::{Side, policy_with_queues};
+use crate::api::{Queue, TrainJob};
 
 /// Retries inside one step: a reconcile that waits long holds its TrainJob, and the reconcile's
 /// own backoff retries what is left.
@@ -127,6 +129,57 @@ pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob
                 let (ns, name) = key.split_once('/').unwrap_or(("", &key));
                 // A full channel only delays the reconcile to the TrainJob's next requeue.
                 let _ = trigger.try_send(ObjectRef::new(name).within(ns));
+            }
+        }
+    }
+}
+
+/// The Slurm cluster's scheduling loop, rebuilt when its nodes, switches or queues change.
+#[derive(Default)]
+pub struct SlurmLoop {
+    /// The loop, once built.
+    pub looped: Option<SchedulingLoop>,
+    /// Inputs of the last build attempt, so a failing build is not retried every cycle.
+    tried: Option<u64>,
+    /// Why the last build failed.
+    pub problem: Option<String>,
+}
+
+impl SlurmLoop {
+    /// Builds the loop again when the Slurm cluster's shape or the Queue objects changed; a
+    /// failed build keeps the previous loop and says why.
+    pub fn rebuild(
+        &mut self,
+        link: &SlurmLink,
+        policy_text: &str,
+        policy_name: &str,
+        queues: &[&Queue],
+        queues_fp: u64,
+    ) {
+        if !queues.iter().any(|q| q.spec.slurm.is_some()) {
+            *self = SlurmLoop::default();
+            return;
+        }
+        let Some(shape) = link.shape.lock().expect("lock").clone() else { return };
+        let fingerprint = shape.fingerprint ^ queues_fp.rotate_left(3);
+        if self.tried == Some(fingerprint) {
+            return;
+        }
+        self.tried = Some(fingerprint);
+        let topology = Some(shape.topology.as_str()).filter(|t| !t.trim().is_empty());
+        let built = slurm_cluster(&link.cluster_name, &shape.nodes, topology).and_then(|cluster| {
+            let policy = policy_with_queues(policy_text, policy_name, queues, Side::Slurm)?;
+            SchedulingLoop::new(cluster, policy).map(SchedulingLoop::with_node_slots).map_err(|e| e.to_string())
+        });
+        match built {
+            Ok(looped) => {
+                tracing::info!(nodes = shape.nodes.len(), "Slurm cluster and quotas rebuilt");
+                self.looped = Some(looped);
+                self.problem = None;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the Slurm cluster or its quotas; keeping the previous ones");
+                self.problem = Some(format!("Slurm cluster: {e}"));
             }
         }
     }

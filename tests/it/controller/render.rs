@@ -178,8 +178,10 @@ fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
     assert!(!ok && err.contains("--cycle"), "{err}");
     let (ok, err) = run(&["--slurm", "--mode", "companion"]);
     assert!(!ok && err.contains("--slurm needs --mode standalone"), "{err}");
-    let (ok, err) = run(&["--slurm", "--slurm-poll", "0.1"]);
-    assert!(!ok && err.contains("--slurm-poll"), "{err}");
+    for poll in ["0.1", "1e20", "NaN"] {
+        let (ok, err) = run(&["--slurm", "--slurm-poll", poll]);
+        assert!(!ok && err.contains("--slurm-poll"), "{poll}: {err}");
+    }
     let (ok, err) = run(&["--slurm-poll", "5"]);
     assert!(!ok && err.contains("--slurm"), "the poll interval needs --slurm: {err}");
     std::fs::remove_dir_all(&dir).ok();
