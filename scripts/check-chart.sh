@@ -78,6 +78,20 @@ for want in '--mode=companion' 'replicas: 2' 'trainyard@sha256:' 'name: team-b' 
     failed=$((failed + 1))
   fi
 done
+ok "ci/slurm-values.yaml" "${rbac[@]}" --manifest "$work/slurm.yaml" "$chart" 1.34.0 "$chart/ci/slurm-values.yaml"
+# Whole lines (indentation aside): a bare `- --slurm` must not be satisfied by `- --slurm-poll`.
+# A file, not a pipe: under pipefail, grep -q quitting early would fail the pipeline with SIGPIPE.
+sed 's/^ *//' "$work/slurm.yaml" >"$work/slurm.lines"
+for want in '- --slurm' '- --slurm-poll=15' '- --slurm-cluster=hpc-a' '- name: SLURMRESTD_TOKEN_FILE' \
+  'value: /var/run/trainyard/slurm/jwt' 'secretName: slurm-jwt' 'mountPath: /var/run/trainyard/slurm' \
+  'fsGroup: 65532'; do
+  if grep -qxF -- "$want" "$work/slurm.lines"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL  slurm render lacks: $want"
+    failed=$((failed + 1))
+  fi
+done
 ok "both ci/ files merged" "${rbac[@]}" "$chart" 1.34.0 "$chart/ci/companion-values.yaml" \
   "$chart/ci/servicemonitor-values.yaml"
 ok "rbac.create=false, no ServiceAccount" "$chart" 1.34.0 rbac.create=false serviceAccount.create=false \
@@ -91,6 +105,8 @@ bites "Kubernetes unknown to kubernetes-validate" "does not support version 1.38
 bites "mode outside the enum" "at '/mode'" "$chart" "$data/bad-mode.yaml"
 bites "misspelt values key" "additional properties 'replica' not allowed" "$chart" "$data/bad-typo.yaml"
 bites "replicas without leader election" "at '/leaderElection/enabled'" "$chart" "$data/bad-leader.yaml"
+bites "slurm enabled without a URL" "at '/slurm/url'" "$chart" "$data/bad-slurm-url.yaml"
+bites "slurm enabled in companion mode" "at '/mode': value must be 'standalone'" "$chart" "$data/bad-slurm-companion.yaml"
 bites "root user, bad tag, unnamed ServiceAccount" \
   "at '/securityContext/runAsUser'|at '/image/tag'|at '/serviceAccount/name'" "$chart" "$data/bad-identity.yaml"
 bites "one port for metrics and health" "metrics.port and health.port must differ" "$chart" "$data/bad-ports.yaml"
