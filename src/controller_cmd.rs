@@ -80,7 +80,7 @@ pub struct ControllerArgs {
     /// sbatch/squeue/scancel commands. Standalone mode only.
     #[arg(long)]
     pub slurm: bool,
-    /// Seconds between looks at Slurm's jobs (nodes are read every sixth look).
+    /// Seconds between looks at Slurm's jobs, 1 to 60 (nodes are read every sixth look).
     #[arg(long, default_value_t = 10.0, value_name = "SECONDS", requires = "slurm")]
     pub slurm_poll: f64,
     /// Name of the Slurm cluster in the topology model (its root domain).
@@ -114,8 +114,9 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
     if !(args.cycle.is_finite() && args.cycle > 0.0) {
         anyhow::bail!("--cycle: {} is not a positive number of seconds", args.cycle);
     }
-    if !(args.slurm_poll.is_finite() && (1.0..=3600.0).contains(&args.slurm_poll)) {
-        anyhow::bail!("--slurm-poll: {} is not a number of seconds from 1 to 3600", args.slurm_poll);
+    // Slurm forgets an ended job after MinJobAge (300 s by default); a look every minute sees each end.
+    if !(args.slurm_poll.is_finite() && (1.0..=60.0).contains(&args.slurm_poll)) {
+        anyhow::bail!("--slurm-poll: {} is not a number of seconds from 1 to 60", args.slurm_poll);
     }
     if args.slurm && args.mode == ModeArg::Companion {
         anyhow::bail!("--slurm needs --mode standalone: in companion mode Kubeflow Trainer launches every TrainJob");

@@ -14,6 +14,15 @@ pub enum SlurmError {
         /// Slurm's messages, verbatim.
         messages: Vec<String>,
     },
+    /// slurmrestd did not accept the token (HTTP 401/403): expired, or for another user. Not
+    /// retried here; a controller tries again later, when a rotated token may have arrived.
+    #[error("Slurm did not accept the token for {what}: {message}")]
+    Unauthorized {
+        /// The operation.
+        what: String,
+        /// The status and slurmrestd's text.
+        message: String,
+    },
     /// The answer did not have the expected shape.
     #[error("unexpected answer from Slurm ({what}): {message}")]
     BadAnswer {
@@ -31,6 +40,18 @@ impl SlurmError {
     /// Whether trying again later may succeed (the transport failed, not the request).
     pub fn is_transient(&self) -> bool {
         matches!(self, SlurmError::Unreachable(_))
+    }
+
+    /// Whether Slurm refused the job itself (its submission, or a job this backend cannot
+    /// express), as opposed to a look-up around it failing: only then is a gang's run over.
+    /// slurmrestd 22.05 answers a token it does not accept with an opaque error on whatever was
+    /// asked, so a refused job listing must not count.
+    pub fn refuses_submission(&self) -> bool {
+        match self {
+            SlurmError::Refused { what, .. } => what == "job/submit" || what.starts_with("sbatch"),
+            SlurmError::Spec(_) => true,
+            _ => false,
+        }
     }
 }
 
@@ -75,5 +96,16 @@ mod tests {
             ]
         );
         assert!(error_messages(&json!({"errors": []})).is_empty());
+    }
+
+    #[test]
+    fn only_a_refused_job_ends_a_gang() {
+        let refused = |what: &str| SlurmError::Refused { what: what.into(), messages: vec!["no".into()] };
+        assert!(refused("job/submit").refuses_submission());
+        assert!(refused("sbatch --parsable").refuses_submission());
+        assert!(!refused("jobs").refuses_submission());
+        assert!(!refused("squeue --all --states=all --json").refuses_submission());
+        let unauthorized = SlurmError::Unauthorized { what: "jobs".into(), message: "HTTP 401".into() };
+        assert!(!unauthorized.refuses_submission() && !unauthorized.is_transient());
     }
 }

@@ -146,9 +146,9 @@ impl RestClient {
         let status = response.status();
         let text = response.text().await.map_err(|e| SlurmError::Unreachable(format!("{what}: {e}")))?;
         if status.as_u16() == 401 || status.as_u16() == 403 {
-            return Err(SlurmError::Refused {
+            return Err(SlurmError::Unauthorized {
                 what: what.into(),
-                messages: vec![format!("HTTP {status}: {}", text.trim())],
+                message: format!("HTTP {status}: {}", text.trim()),
             });
         }
         let body: Value = serde_json::from_str(&text).map_err(|e| SlurmError::BadAnswer {

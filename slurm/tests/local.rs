@@ -242,3 +242,19 @@ async fn a_submission_during_a_slurmrestd_outage_waits_for_it_and_submits_once()
     let jobs = b.jobs().await.unwrap();
     assert_eq!(jobs.iter().filter(|j| j.gang.as_deref() == Some(g.gang.as_str())).count(), 1, "submitted once");
 }
+
+#[tokio::test]
+#[ignore = "needs a local Slurm"]
+async fn a_token_slurmrestd_does_not_accept_is_unauthorized_not_a_refusal() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = RestConfig::from_env().expect("token").expect(NEEDS);
+    config.token = "not-a-jwt".into();
+    let err = match RestClient::connect(config).await {
+        Err(e) => e,
+        Ok(client) => client.jobs().await.unwrap_err(),
+    };
+    // 22.05 answers with an opaque error on the operation; newer versions with HTTP 401.
+    assert!(matches!(err, SlurmError::Unauthorized { .. } | SlurmError::Refused { .. }), "{err:?}");
+    assert!(!err.is_transient(), "a bad token fails at once instead of retrying");
+    assert!(!err.refuses_submission(), "a job listing refused for the token does not end a gang: {err:?}");
+}

@@ -173,8 +173,10 @@ impl Actor {
             Action::CancelSlurm { gang } => {
                 let bridge = self.slurm.as_ref().ok_or(ActError::NoSlurm)?;
                 match bridge.cancel(gang).await {
-                    // "already completing or completed": the job is over either way.
-                    Ok(_) | Err(SlurmError::Refused { .. }) => {}
+                    Ok(_) => {}
+                    // It ended between the look-up and the cancel: over either way.
+                    Err(SlurmError::Refused { messages, .. })
+                        if messages.iter().any(|m| m.contains("already completing or completed")) => {}
                     Err(e) => return Err(ActError::Slurm(e)),
                 }
             }
@@ -224,10 +226,11 @@ impl Actor {
     }
 }
 
-/// A refusal (Slurm's own, or a job this Slurm cannot express) is final; the rest is retried.
+/// A refusal of the job (Slurm's own, or a job this Slurm cannot express) is final; the rest,
+/// including a refused look-up around the submission, is retried.
 fn slurm_error(gang: &str, e: SlurmError) -> ActError {
     match e {
-        SlurmError::Refused { messages, .. } => {
+        SlurmError::Refused { ref messages, .. } if e.refuses_submission() => {
             ActError::SlurmRefused { gang: gang.into(), message: messages.join("; ") }
         }
         SlurmError::Spec(spec) => ActError::SlurmRefused { gang: gang.into(), message: spec.to_string() },

@@ -23,6 +23,10 @@ pub struct AdmissionRecord {
     /// Placement cost under trainyard's cost model when it was decided.
     #[serde(default)]
     pub cost: u64,
+    /// Placed on the Slurm cluster (the gang runs as a Slurm job), not on Kubernetes nodes. Where
+    /// a gang runs follows its record, not its queue of the moment.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slurm: bool,
 }
 
 impl AdmissionRecord {
@@ -57,7 +61,13 @@ mod tests {
 
     #[test]
     fn records_round_trip_and_expand_in_order() {
-        let r = AdmissionRecord { nodes: vec![("b".into(), 2), ("a".into(), 1)], domain: None, at: 7, cost: 3 };
+        let r = AdmissionRecord {
+            nodes: vec![("b".into(), 2), ("a".into(), 1)],
+            domain: None,
+            at: 7,
+            cost: 3,
+            slurm: false,
+        };
         assert_eq!(AdmissionRecord::decode(&r.encode()), Some(r.clone()));
         assert_eq!(r.slots(), vec!["b", "b", "a"]);
         assert_eq!(r.pods(), 3);

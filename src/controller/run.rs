@@ -181,7 +181,8 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
             Some(link) => Actor::new(client.clone(), Some(settings.identity.clone())).with_slurm(link.bridge.clone()),
             None => Actor::new(client.clone(), Some(settings.identity.clone())),
         },
-        slurm_queues: Mutex::new(Arc::new(BTreeMap::new())),
+        // Before the first cycle, so that no reconcile mistakes a Slurm gang for a Kubernetes one.
+        slurm_queues: Mutex::new(Arc::new(slurm_targets(&queues.state()))),
         settings,
         decisions: Mutex::new(BTreeMap::new()),
         policy: Mutex::new(policy),
@@ -336,13 +337,13 @@ async fn scheduling_loop(
                 }
             }
         }
+        // Reconciles need to know Slurm queues even while no cluster could be built.
+        let slurm_queues = slurm_targets(&queue_list);
+        *ctx.slurm_queues.lock().expect("lock") = Arc::new(slurm_queues.clone());
         let Some((_, looped)) = sched.as_mut() else { continue };
         let (runtimes_fp, runtimes) = runtimes_index(&ctx);
         let policy = ctx.policy.lock().expect("lock").clone();
         let gpu_resource = ctx.gpu_resource.lock().expect("lock").clone();
-        let slurm_queues: BTreeMap<String, SlurmTarget> =
-            queue_list.iter().filter_map(|q| Some((q.metadata.name.clone()?, q.spec.slurm.clone()?))).collect();
-        *ctx.slurm_queues.lock().expect("lock") = Arc::new(slurm_queues.clone());
         let intent_ctx = intent_context(&ctx, &policy, &gpu_resource, &slurm_queues);
         let job_list = jobs.state();
         let inputs = runtimes_fp ^ fingerprint.rotate_left(7);
@@ -391,6 +392,11 @@ async fn scheduling_loop(
             let _ = trigger.try_send(ObjectRef::new(name).within(ns));
         }
     }
+}
+
+/// The Slurm queues among the Queue objects, with their targets.
+fn slurm_targets(queues: &[Arc<Queue>]) -> BTreeMap<String, SlurmTarget> {
+    queues.iter().filter_map(|q| Some((q.metadata.name.clone()?, q.spec.slurm.clone()?))).collect()
 }
 
 /// The intents' view of the queues: which run on Slurm, and whether this controller can run them.

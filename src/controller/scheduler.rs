@@ -368,7 +368,7 @@ impl SchedulingLoop {
                 .collect();
             Some(selector)
         });
-        AdmissionRecord { nodes, domain, at: now, cost: placement.cost }
+        AdmissionRecord { nodes, domain, at: now, cost: placement.cost, slurm: self.node_slots }
     }
 }
 

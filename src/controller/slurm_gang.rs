@@ -76,7 +76,7 @@ pub fn slurm_gang(
         .or_else(|| containers.first().filter(|_| containers.len() == 1))
         .ok_or_else(|| problem("spec.runtimeRef.name", format!("the `{NODE}` job has no container named `{NODE}`")))?;
     let env = translate_env(container, &name)?;
-    let command = command_of(container, &env.plain)?;
+    let command = command_of(container, &env)?;
     if record.nodes.iter().any(|(_, pods)| *pods != 1) {
         // The Slurm loop counts one node slot per pod, so this is a record written by hand.
         return Err(problem("metadata.annotations", "a Slurm gang places one pod per node"));
@@ -121,7 +121,8 @@ pub fn check(
     pods: u32,
 ) -> Result<(), Problem> {
     let nodes = (0..pods).map(|i| (format!("slot-{i}"), 1)).collect();
-    slurm_gang(job, runtime, target, pod, &AdmissionRecord { nodes, domain: None, at: 0, cost: 0 }).map(|_| ())
+    slurm_gang(job, runtime, target, pod, &AdmissionRecord { nodes, domain: None, at: 0, cost: 0, slurm: true })
+        .map(|_| ())
 }
 
 /// Where a field of the Slurm job comes from in the TrainJob.
@@ -142,6 +143,13 @@ struct Env {
     master: BTreeMap<String, String>,
 }
 
+impl Env {
+    /// Names whose value differs per node, known only inside the job.
+    fn per_node(&self) -> Vec<&str> {
+        self.rank.iter().map(String::as_str).chain(self.master.keys().map(String::as_str)).collect()
+    }
+}
+
 /// The container's env as a Slurm job sets it.
 fn translate_env(container: &Container, job_name: &str) -> Result<Env, Problem> {
     if !container.env_from.is_empty() {
@@ -156,11 +164,19 @@ fn translate_env(container: &Container, job_name: &str) -> Result<Env, Problem> 
             (_, Some(_)) => {
                 return Err(problem(field, "valueFrom is resolved by the kubelet, which a Slurm node does not run"));
             }
-            (Some(v), None) if v.starts_with(&first_host) => {
+            (Some(v), None)
+                if v.strip_prefix(&first_host).is_some_and(|rest| rest.is_empty() || rest.starts_with(':')) =>
+            {
                 env.master.insert(name.clone(), v[first_host.len()..].to_string());
             }
+            (Some(v), None) if v.contains(&first_host) => {
+                return Err(problem(
+                    field,
+                    format!("only `{first_host}` or `{first_host}:<port>` can become the first Slurm host, not {v:?}"),
+                ));
+            }
             (Some(v), None) => {
-                let expanded = expand(v, &env.plain);
+                let expanded = expand(v, &env.plain, &env.per_node()).map_err(|m| problem(&field, m))?;
                 env.plain.insert(name.clone(), expanded);
             }
             (None, None) => {
@@ -176,9 +192,16 @@ fn is_completion_index(from: &serde_json::Value) -> bool {
 }
 
 /// The program and its arguments with Kubernetes' `$(VAR)` references expanded, as the kubelet would.
-fn command_of(container: &Container, env: &BTreeMap<String, String>) -> Result<Vec<String>, Problem> {
-    let words: Vec<String> =
-        container.command.iter().flatten().chain(container.args.iter().flatten()).map(|w| expand(w, env)).collect();
+fn command_of(container: &Container, env: &Env) -> Result<Vec<String>, Problem> {
+    let per_node = env.per_node();
+    let words: Vec<String> = container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .map(|w| expand(w, &env.plain, &per_node))
+        .collect::<Result<_, _>>()
+        .map_err(|m| problem("spec.trainer.command", m))?;
     if words.is_empty() {
         return Err(problem(
             "spec.trainer.command",
@@ -189,8 +212,10 @@ fn command_of(container: &Container, env: &BTreeMap<String, String>) -> Result<V
 }
 
 /// Kubernetes' expansion of `$(VAR)` in command, args and env values: a defined variable is
-/// replaced, `$$` is a literal `$`, anything else stays as written.
-fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
+/// replaced, `$$` is a literal `$`, anything else stays as written. A reference to a `per_node`
+/// variable (rank, first host) is an error: its value exists only inside the job, where the
+/// program can read it from its environment.
+fn expand(text: &str, env: &BTreeMap<String, String>, per_node: &[&str]) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find('$') {
@@ -199,6 +224,14 @@ fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
         if let Some(tail) = after.strip_prefix('$') {
             out.push('$');
             rest = tail;
+        } else if let Some(inner) = after.strip_prefix('(')
+            && let Some(end) = inner.find(')')
+            && per_node.contains(&&inner[..end])
+        {
+            let name = &inner[..end];
+            return Err(format!(
+                "$({name}) differs per node on Slurm and cannot be expanded in advance; read {name} from the environment"
+            ));
         } else if let Some(inner) = after.strip_prefix('(')
             && let Some(end) = inner.find(')')
             && let Some(value) = env.get(&inner[..end])
@@ -211,7 +244,7 @@ fn expand(text: &str, env: &BTreeMap<String, String>) -> String {
         }
     }
     out.push_str(rest);
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -221,12 +254,15 @@ mod tests {
     #[test]
     fn kubernetes_references_expand_like_the_kubelet() {
         let env: BTreeMap<String, String> = [("A".into(), "x".into()), ("B".into(), "$(A)".into())].into();
-        assert_eq!(expand("$(A)-$(B)-$(C)-$$(A)-$-$(", &env), "x-$(A)-$(C)-$(A)-$-$(");
+        assert_eq!(expand("$(A)-$(B)-$(C)-$$(A)-$-$(", &env, &[]).unwrap(), "x-$(A)-$(C)-$(A)-$-$(");
+        let err = expand("--node_rank=$(PET_NODE_RANK)", &env, &["PET_NODE_RANK"]).unwrap_err();
+        assert!(err.contains("$(PET_NODE_RANK) differs per node"), "{err}");
+        assert_eq!(expand("$$(PET_NODE_RANK)", &env, &["PET_NODE_RANK"]).unwrap(), "$(PET_NODE_RANK)");
     }
 
     #[test]
     fn gang_ids_lead_back_to_the_trainjob() {
-        let record = AdmissionRecord { nodes: vec![("n1".into(), 1)], domain: None, at: 42, cost: 0 };
+        let record = AdmissionRecord { nodes: vec![("n1".into(), 1)], domain: None, at: 42, cost: 0, slurm: true };
         let id = gang_id("team", "llm", "0a-1b", &record);
         assert_eq!(id, "team/llm/0a-1b@42");
         assert_eq!(job_key_of(&id).as_deref(), Some("team/llm"));

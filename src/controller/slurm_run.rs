@@ -79,7 +79,9 @@ impl SlurmLink {
 fn shape_fingerprint(nodes: &[NodeInfo], topology: &str) -> u64 {
     let mut h = DefaultHasher::new();
     for n in nodes {
-        (&n.name, n.cpus, n.memory_mib, n.gpus, &n.gpu_type, &n.state, &n.partitions).hash(&mut h);
+        // Usability, not the state words: those change with every allocation, and a rebuild
+        // loses the engine's history.
+        (&n.name, n.cpus, n.memory_mib, n.gpus, &n.gpu_type, n.usable(), &n.partitions).hash(&mut h);
     }
     topology.hash(&mut h);
     h.finish()
@@ -110,7 +112,10 @@ impl SlurmLink {
                 if was_reachable { next.jobs.iter().flatten().map(|(g, _)| g.clone()).collect() } else { vec![] }
             }
         };
-        *self.snapshot.lock().expect("lock") = Arc::new(next);
+        let mut current = self.snapshot.lock().expect("lock");
+        // Refusals recorded while Slurm was being asked are kept.
+        next.refused.extend(current.refused.iter().map(|(g, m)| (g.clone(), m.clone())));
+        *current = Arc::new(next);
         changed
     }
 }

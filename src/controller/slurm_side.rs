@@ -107,7 +107,8 @@ pub fn node_slot_shape(shape: &GangShape) -> GangShape {
 /// Decisions and counts of one cycle over both clusters.
 pub type SplitCycle = (BTreeMap<String, Decision>, Vec<CycleStats>);
 
-/// Runs one cycle of each loop, each over the TrainJobs of its cluster's queues. Entries that want
+/// Runs one cycle of each loop, each over the TrainJobs of its cluster's queues (admitted ones over
+/// the cluster their record names). Entries that want
 /// nothing (inactive, kept) go to both, so that a loop that tracks one sees it leave. Without a
 /// Slurm loop yet (Slurm never answered, or its cluster could not be read), waiting Slurm gangs
 /// are pending with `slurm_missing` as the reason and admitted ones keep running.
@@ -118,8 +119,10 @@ pub fn split_cycle(
     now: u64,
     slurm_missing: &str,
 ) -> SplitCycle {
+    // An admitted gang stays with the loop that placed it, whatever its queue says now.
     let on_slurm = |e: &JobEntry| match &e.state {
-        JobState::Waiting(i) | JobState::Admitted(i, _) => Some(i.slurm.is_some()),
+        JobState::Waiting(i) => Some(i.slurm.is_some()),
+        JobState::Admitted(_, record) => Some(record.slurm),
         JobState::Kept | JobState::Inactive => None,
     };
     let k8s: Vec<JobEntry> = entries.iter().filter(|e| on_slurm(e) != Some(true)).cloned().collect();

@@ -13,11 +13,13 @@ use super::{Action, Planner};
 pub const SLURM_REJECTED: &str = "SlurmRejected";
 
 impl Planner<'_, '_> {
-    /// Whether this TrainJob's gang runs on Slurm: its queue says so, or Slurm has a job of its
-    /// admission (its queue may have changed since).
+    /// Whether this TrainJob's gang runs on Slurm: its admission was placed there (whatever its
+    /// queue says now), or, before admission, its queue runs on Slurm.
     pub(super) fn on_slurm(&self, record: Option<&AdmissionRecord>) -> bool {
-        let by_queue = self.inp.intent.as_ref().is_ok_and(|i| i.slurm.is_some());
-        by_queue || record.is_some_and(|r| self.slurm_job(r).is_some())
+        match record {
+            Some(r) => r.slurm,
+            None => self.inp.intent.as_ref().is_ok_and(|i| i.slurm.is_some()),
+        }
     }
 
     fn gang(&self, record: &AdmissionRecord) -> String {
@@ -29,16 +31,15 @@ impl Planner<'_, '_> {
         self.inp.slurm?.job(&self.gang(record))
     }
 
-    /// Cancels the Slurm job of the admission unless it is known to have ended. Before Slurm first
-    /// answered the job is unknown, so the cancel is sent anyway (cancelling nothing is harmless).
+    /// Cancels the Slurm job of the admission unless it is known to have ended. A job the
+    /// snapshot does not show may have been submitted after the last look, so it is cancelled
+    /// too: the bridge looks the gang up live and cancelling nothing is harmless.
     pub(super) fn cancel_slurm(&mut self, record: Option<&AdmissionRecord>) {
         let Some(record) = record else { return };
         if !self.on_slurm(Some(record)) {
             return;
         }
-        let known_ended = self.slurm_job(record).is_some_and(|j| j.state.is_terminal());
-        let seen = self.inp.slurm.is_some_and(|s| s.jobs.is_some());
-        if !known_ended && (self.slurm_job(record).is_some() || !seen) {
+        if !self.slurm_job(record).is_some_and(|j| j.state.is_terminal()) {
             self.actions.push(Action::CancelSlurm { gang: self.gang(record) });
         }
     }
@@ -58,6 +59,17 @@ impl Planner<'_, '_> {
         }
         let unreachable = snapshot.unreachable.as_deref();
         let Some(job) = snapshot.job(&gang) else {
+            if unreachable.is_none()
+                && snapshot.jobs.is_some()
+                && let Some(seen) = self.seen_job()
+            {
+                // Slurm forgets an ended job after MinJobAge; submitting again would rerun it.
+                let message = format!(
+                    "{seen} is no longer reported by Slurm and its end was not seen; it is not submitted again"
+                );
+                self.want(Want::new(FAILED, true, "SlurmJobLost", message), Some(true));
+                return;
+            }
             if let Some(error) = unreachable {
                 let message = format!("admitted; waiting for Slurm to answer before submitting: {error}");
                 self.want(Want::new(ADMITTED, true, "SlurmUnreachable", message), Some(true));
@@ -105,13 +117,25 @@ impl Planner<'_, '_> {
         }
     }
 
+    /// `Slurm job <id>` when the TrainJob's conditions say a look at Slurm has seen its job.
+    fn seen_job(&self) -> Option<String> {
+        let admitted = self.conditions().iter().find(|c| c.type_ == ADMITTED && c.status == "True")?;
+        let rest = admitted.message.strip_prefix("Slurm job ")?;
+        let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        (!id.is_empty()).then(|| format!("Slurm job {id}"))
+    }
+
     fn submit(&mut self, record: &AdmissionRecord) {
         let (Some(runtime), Ok(intent)) = (self.inp.runtime, self.inp.intent.as_ref()) else {
             let message = "admitted on Slurm, but the TrainJob no longer names a runtime and a Slurm queue";
             self.want(Want::new(FAILED, true, "InvalidSpec", message), Some(true));
             return;
         };
-        let Some(target) = &intent.slurm else { return };
+        let Some(target) = &intent.slurm else {
+            let message = "admitted on Slurm, but its queue no longer runs there; nothing was submitted";
+            self.want(Want::new(FAILED, true, "SlurmQueueChanged", message), Some(true));
+            return;
+        };
         let job = match self.inp.job.to_bridge() {
             Ok(job) => job,
             Err(e) => {

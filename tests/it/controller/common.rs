@@ -51,7 +51,13 @@ pub fn now() -> Time {
 }
 
 pub fn record(nodes: &[(&str, u32)]) -> AdmissionRecord {
-    AdmissionRecord { nodes: nodes.iter().map(|(n, c)| (n.to_string(), *c)).collect(), domain: None, at: 100, cost: 7 }
+    AdmissionRecord {
+        nodes: nodes.iter().map(|(n, c)| (n.to_string(), *c)).collect(),
+        domain: None,
+        at: 100,
+        cost: 7,
+        slurm: false,
+    }
 }
 
 /// Everything the planner reads, owned, so tests can change one thing at a time.

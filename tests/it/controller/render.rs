@@ -178,7 +178,7 @@ fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
     assert!(!ok && err.contains("--cycle"), "{err}");
     let (ok, err) = run(&["--slurm", "--mode", "companion"]);
     assert!(!ok && err.contains("--slurm needs --mode standalone"), "{err}");
-    for poll in ["0.1", "1e20", "NaN"] {
+    for poll in ["0.1", "61", "1e20", "NaN"] {
         let (ok, err) = run(&["--slurm", "--slurm-poll", poll]);
         assert!(!ok && err.contains("--slurm-poll"), "{poll}: {err}");
     }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use trainyard::api::{ADMISSION_ANNOTATION, QUEUE_LABEL, SlurmTarget, TrainJob};
 use trainyard::controller::admission::AdmissionRecord;
 use trainyard::controller::intent::GangIntent;
@@ -74,7 +75,7 @@ pub fn world(job_text: &str, runtime_text: &str) -> World {
 
 /// Admitted on n1 and n2 ten seconds before the tests' clock.
 fn record() -> AdmissionRecord {
-    AdmissionRecord { at: 1_800_000_000 - 10, ..super::common::record(&[("n1", 1), ("n2", 1)]) }
+    AdmissionRecord { at: 1_800_000_000 - 10, slurm: true, ..super::common::record(&[("n1", 1), ("n2", 1)]) }
 }
 
 fn admitted(w: &mut World, record: &AdmissionRecord) {
@@ -158,6 +159,17 @@ fn what_slurm_cannot_run_is_refused_before_admission() {
     let runtime = RUNTIME.replace("                  command: [torchrun]\n", "");
     let p = world(&no_command.join("\n"), &runtime).intent().unwrap_err();
     assert_eq!(p.field, "spec.trainer.command");
+
+    let per_node = JOB.replace("seed=$(SEED)", "rank=$(PET_NODE_RANK)");
+    let p = world(&per_node, RUNTIME).intent().unwrap_err();
+    assert_eq!((p.reason, p.field.as_str()), (NOT_FOR_SLURM, "spec.trainer.command"));
+    assert!(p.message.contains("$(PET_NODE_RANK) differs per node"), "{}", p.message);
+
+    let url = JOB.replace(r#"{name: SEED, value: "42"}"#, r#"{name: URL, value: "tcp://llm-node-0-0.llm:29500"}"#);
+    let p = world(&url, RUNTIME).intent().unwrap_err();
+    assert_eq!(p.field, "spec.trainer.env[URL]");
+    let addr = JOB.replace(r#"{name: SEED, value: "42"}"#, r#"{name: COORD, value: "llm-node-0-0.llm:1234"}"#);
+    assert!(world(&addr.replace(" seed=$(SEED)", ""), RUNTIME).intent().is_ok(), "<host>:<port> is rewritten");
 
     let reserved = JOB.replace(r#"{name: SEED, value: "42"}"#, r#"{name: SLURM_JOB_ID, value: "1"}"#);
     let p = world(&reserved, RUNTIME).intent().unwrap_err();
@@ -254,6 +266,45 @@ fn refusals_and_jobs_that_can_never_start_fail_with_slurms_words() {
 }
 
 #[test]
+fn a_job_slurm_forgot_after_it_was_seen_is_lost_not_submitted_again() {
+    let r = record();
+    let mut w = world(JOB, RUNTIME);
+    admitted(&mut w, &r);
+    let running = Condition {
+        type_: "Admitted".into(),
+        status: "True".into(),
+        reason: "SlurmRunning".into(),
+        message: "Slurm job 77 runs on n[1-2]".into(),
+        last_transition_time: super::common::now(),
+        observed_generation: Some(1),
+    };
+    w.job.status.get_or_insert_with(Default::default).conditions = vec![running];
+    let actions = w.plan();
+    assert!(!names(&actions).iter().any(|n| n.starts_with("SubmitSlurm")), "{:?}", names(&actions));
+    assert!(conditions(&actions).contains(&("Failed".into(), "True".into(), "SlurmJobLost".into())));
+    assert!(status_message(&actions, "Failed").starts_with("Slurm job 77 is no longer reported by Slurm"));
+}
+
+#[test]
+fn a_gang_follows_the_cluster_of_its_record_not_its_queue_of_the_moment() {
+    // Admitted on Slurm, then its queue became a Kubernetes one: the Slurm job is still followed.
+    let r = record();
+    let gang = gang_id("research", "llm", "0f3c", &r);
+    let mut w = world(JOB, RUNTIME);
+    admitted(&mut w, &r);
+    w.slurm_queues.clear();
+    observe(&mut w, slurm_job(&gang, GangState::Running, "None"));
+    let actions = w.plan();
+    assert!(conditions(&actions).contains(&("Admitted".into(), "True".into(), "SlurmRunning".into())));
+    assert!(!names(&actions).iter().any(|n| n.starts_with("Apply")), "no JobSet: {:?}", names(&actions));
+    // Admitted on Kubernetes, then its queue became a Slurm one: nothing is sent to Slurm.
+    let mut w = world(JOB, RUNTIME);
+    admitted(&mut w, &AdmissionRecord { slurm: false, ..r });
+    let actions = w.plan();
+    assert!(!names(&actions).iter().any(|n| n.contains("Slurm")), "{:?}", names(&actions));
+}
+
+#[test]
 fn while_slurm_is_unreachable_nothing_is_submitted_and_the_gang_says_why() {
     let r = record();
     let gang = gang_id("research", "llm", "0f3c", &r);
@@ -309,6 +360,12 @@ fn delete_suspend_preempt_and_deadline_cancel_the_slurm_job() {
     let actions = w.plan();
     assert!(names(&actions)[0].starts_with("CancelSlurm"));
     assert!(conditions(&actions).contains(&("Failed".into(), "True".into(), "DeadlineExceeded".into())));
+
+    // A job submitted after the last look at Slurm is cancelled too: the bridge looks it up live.
+    let mut w = world(JOB, RUNTIME);
+    admitted(&mut w, &r);
+    w.job.metadata.deletion_timestamp = Some(super::common::now());
+    assert_eq!(names(&w.plan()), [format!("CancelSlurm {gang}"), "RemoveFinalizer".into()]);
 
     // An ended job is not cancelled; before Slurm first answered, the cancel is sent anyway.
     let mut w = world(JOB, RUNTIME);
