@@ -18,17 +18,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use trainyard::api::topology::Level;
-use trainyard::api::{ClusterTrainingRuntime, QUEUE_LABEL, REQUIRED_TOPOLOGY, TopologySpec, TrainJob};
+use trainyard::api::{ClusterTrainingRuntime, QUEUE_LABEL, REQUIRED_TOPOLOGY, SlurmTarget, TopologySpec, TrainJob};
+use trainyard::controller::admission::AdmissionRecord;
 use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
 use trainyard::controller::plan::{Action, Inputs, Mode, plan};
 use trainyard::controller::scheduler::{Decision, JobEntry, SchedulingLoop};
+use trainyard::controller::slurm_side::SlurmSnapshot;
 use trainyard::controller::snapshot::{Runtimes, cluster_from_nodes, intent_of, job_entry};
 use trainyard::controller::workload;
+use trainyard_bridges::slurm::render_sbatch;
 use trainyard_bridges::trainer::TrainingRuntime;
 use trainyard_policies::PolicyConfig;
 use trainyard_topology::rng::SplitMix64;
 
 const TRAINJOB: &str = include_str!("../bridges/tests/fixtures/torch_multinode.trainjob.yaml");
+const SLURM_TRAINJOB: &str = include_str!("../examples/slurm/trainjob.yaml");
+const SLURM_RUNTIME: &str = include_str!("../examples/kubernetes/runtime.yaml");
 const RUNTIME: &str = include_str!("../bridges/tests/fixtures/torch_multinode.runtime.yaml");
 
 const BLOCKS: usize = 10;
@@ -208,6 +213,39 @@ fn inputs<'a>(
     }
 }
 
+/// A TrainJob of a Slurm queue, admitted: its plan up to the Slurm job's batch script, as the
+/// reconciler builds it before handing it to the bridge (which then spends tens of ms in Slurm).
+fn slurm_plans(n: usize, stamp: &Time) -> Result<(Phase, usize), String> {
+    let runtime: ClusterTrainingRuntime = serde_saphyr::from_str(SLURM_RUNTIME).map_err(|e| e.to_string())?;
+    let runtimes = Runtimes::index([], [&runtime]);
+    let policy = PolicyConfig::builtin("fifo").ok_or("no fifo policy")?;
+    let target = SlurmTarget { partition: Some("gpu".into()), account: None, qos: None, workdir: "/shared".into() };
+    let queues = BTreeMap::from([("hpc-llm".to_string(), target)]);
+    let ctx = IntentContext { slurm_queues: &queues, slurm_configured: true, ..IntentContext::new(&policy, GPU) };
+    let snapshot = SlurmSnapshot { jobs: Some(BTreeMap::new()), ..SlurmSnapshot::default() };
+    let at = u64::try_from(stamp.0.as_second()).unwrap_or(0);
+    let mut cases = Vec::with_capacity(n);
+    for i in 0..n {
+        let mut job: TrainJob = serde_saphyr::from_str(SLURM_TRAINJOB).map_err(|e| e.to_string())?;
+        job.metadata.name = Some(format!("llama-{i:05}"));
+        job.metadata.uid = Some(format!("uid-{i}"));
+        let (intent, _) = intent_of(&job, &runtimes, &ctx);
+        let pods = intent.as_ref().map_err(|p| p.describe())?.shape.pods;
+        let nodes = (0..pods).map(|h| (format!("gpu-{:05}", (i * 2 + h as usize) % NODES), 1)).collect();
+        let record = AdmissionRecord { nodes, domain: None, at, cost: 0, slurm: true };
+        cases.push((job, intent, Decision::Admit(record)));
+    }
+    let resolved = runtimes.cluster.values().next().ok_or("the runtime did not index")?;
+    let (phase, scripts) = Phase::each(&cases, |(job, intent, decision)| {
+        let inp = Inputs { slurm: Some(&snapshot), ..inputs(job, resolved, intent, Some(decision), stamp) };
+        plan(&inp).iter().find_map(|a| match a {
+            Action::SubmitSlurm(gang) => Some(render_sbatch(gang).len()),
+            _ => None,
+        })
+    });
+    Ok((phase, scripts.iter().flatten().count()))
+}
+
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick") || !args.iter().any(|a| a == "--bench");
@@ -291,6 +329,11 @@ fn main() -> Result<(), String> {
     let (no_decision, _) =
         Phase::each(&admitted, |(job, intent, _)| plan(&inputs(job, run_runtime, intent, None, &stamp)));
 
+    let (slurm_phase, scripts) = slurm_plans(n, &stamp)?;
+    if scripts != n {
+        return Err(format!("of {n} Slurm plans, {scripts} submit a job"));
+    }
+
     let e2e = Phase::once(n, intent_phase.total + scheduling.total + plan_phase.total);
     println!("{:<38} {:>6} {:>11} {:>10} {:>10} {:>10}", "phase", "count", "total", "per s", "p50", "p99");
     build.print("1. cluster build (10k nodes + loop)", "cluster_from_nodes + SchedulingLoop::new");
@@ -301,6 +344,7 @@ fn main() -> Result<(), String> {
     e2e.print("end to end (2 + 3 + 4)", "TrainJobs per second of intent + scheduling + plan");
     unplaced.print("baseline: render unplaced (Kubeflow)", "to_bridge + workload::render, no placement");
     no_decision.print("baseline: plan, no decision", "status only; renders nothing");
+    slurm_phase.print("5. plan, admitted on Slurm", "examples/slurm TrainJob -> SubmitSlurm + sbatch script");
     println!();
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!(

@@ -293,6 +293,8 @@ async fn scheduling_loop(
     let mut slurm = SlurmLoop::default();
     let mut intents = IntentCache::default();
     let mut interval = tokio::time::interval(ctx.settings.cycle);
+    // After a slow round, wait a whole period again rather than catch up in a burst.
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         interval.tick().await;
         let started = Instant::now();

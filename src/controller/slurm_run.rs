@@ -124,6 +124,8 @@ impl SlurmLink {
 /// changed to their reconcile.
 pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>) {
     let mut interval = tokio::time::interval(link.poll);
+    // After a slow round, wait a whole period again rather than catch up in a burst.
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut round: u32 = 0;
     loop {
         interval.tick().await;
