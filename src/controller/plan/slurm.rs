@@ -61,7 +61,7 @@ impl Planner<'_, '_> {
         let Some(job) = snapshot.job(&gang) else {
             if unreachable.is_none()
                 && snapshot.jobs.is_some()
-                && let Some(seen) = self.seen_job()
+                && let Some(seen) = self.seen_job(record)
             {
                 // Slurm forgets an ended job after MinJobAge; submitting again would rerun it.
                 let message = format!(
@@ -117,9 +117,13 @@ impl Planner<'_, '_> {
         }
     }
 
-    /// `Slurm job <id>` when the TrainJob's conditions say a look at Slurm has seen its job.
-    fn seen_job(&self) -> Option<String> {
+    /// `Slurm job <id>` when the TrainJob's conditions say a look at Slurm has seen the job of
+    /// this admission (a condition True since before it belongs to an earlier run).
+    fn seen_job(&self, record: &AdmissionRecord) -> Option<String> {
         let admitted = self.conditions().iter().find(|c| c.type_ == ADMITTED && c.status == "True")?;
+        if admitted.last_transition_time.0.as_second() < i64::try_from(record.at).unwrap_or(i64::MAX) {
+            return None;
+        }
         let rest = admitted.message.strip_prefix("Slurm job ")?;
         let id: String = rest.chars().take_while(char::is_ascii_digit).collect();
         (!id.is_empty()).then(|| format!("Slurm job {id}"))

@@ -283,6 +283,13 @@ fn a_job_slurm_forgot_after_it_was_seen_is_lost_not_submitted_again() {
     assert!(!names(&actions).iter().any(|n| n.starts_with("SubmitSlurm")), "{:?}", names(&actions));
     assert!(conditions(&actions).contains(&("Failed".into(), "True".into(), "SlurmJobLost".into())));
     assert!(status_message(&actions, "Failed").starts_with("Slurm job 77 is no longer reported by Slurm"));
+
+    // The same condition, True since before this admission, is an earlier run's: submit.
+    let mut again = AdmissionRecord { at: 1_800_000_000 + 5, ..r };
+    again.nodes = vec![("n3".into(), 1), ("n4".into(), 1)];
+    admitted(&mut w, &again);
+    let actions = w.plan();
+    assert!(names(&actions).iter().any(|n| n.starts_with("SubmitSlurm")), "{:?}", names(&actions));
 }
 
 #[test]
