@@ -1,4 +1,5 @@
-//! Prometheus metrics: queue depth, admission latency, placement cost, preemptions, reconcile errors.
+//! Prometheus metrics: queue depth, admission latency, placement cost, preemptions, reconcile errors,
+//! and the Slurm link.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::encoding::text::encode;
@@ -13,6 +14,13 @@ use prometheus_client::registry::Registry;
 pub struct QueueLabel {
     /// Queue name.
     pub queue: String,
+}
+
+/// Label of per-state series of Slurm gangs.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabel {
+    /// The gang state (`pending`, `running`, `completed`, ...).
+    pub state: String,
 }
 
 /// All of trainyard's metrics, registered once.
@@ -35,6 +43,10 @@ pub struct Metrics {
     pub cycle_seconds: Histogram,
     /// 1 while this replica holds the leader lease.
     pub leader: Gauge,
+    /// 1 when the last look at Slurm answered, 0 when it did not (and without --slurm).
+    pub slurm_up: Gauge,
+    /// trainyard's gangs Slurm reports, by state, as of the last answer.
+    pub slurm_gangs: Family<StateLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -49,6 +61,8 @@ impl Default for Metrics {
             reconcile_errors: Counter::default(),
             cycle_seconds: Histogram::new(exponential_buckets(0.0001, 2.0, 20)),
             leader: Gauge::default(),
+            slurm_up: Gauge::default(),
+            slurm_gangs: Family::default(),
             registry: Registry::default(),
         };
         registry.register("queue_pending", "Pending TrainJobs per queue", m.queue_depth.clone());
@@ -59,11 +73,26 @@ impl Default for Metrics {
         registry.register("reconcile_errors", "Failed reconciles (retried)", m.reconcile_errors.clone());
         registry.register("cycle_duration_seconds", "Scheduling cycle duration", m.cycle_seconds.clone());
         registry.register("leader", "1 while this replica holds the lease", m.leader.clone());
+        registry.register("slurm_up", "1 when Slurm answered the last look", m.slurm_up.clone());
+        registry.register("slurm_gangs", "trainyard gangs Slurm reports, by state", m.slurm_gangs.clone());
         Metrics { registry, ..m }
     }
 }
 
 impl Metrics {
+    /// Reports what the last look at Slurm found; the gang counts keep their last values while
+    /// Slurm does not answer.
+    pub fn observe_slurm(&self, snapshot: &super::slurm_side::SlurmSnapshot) {
+        self.slurm_up.set(i64::from(snapshot.unreachable.is_none() && snapshot.jobs.is_some()));
+        if snapshot.unreachable.is_some() {
+            return;
+        }
+        self.slurm_gangs.clear();
+        for (state, n) in snapshot.gang_states() {
+            self.slurm_gangs.get_or_create(&StateLabel { state }).set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -84,5 +113,35 @@ mod tests {
         let text = m.render();
         assert!(text.contains("trainyard_admissions_total 1"), "{text}");
         assert!(text.contains("trainyard_queue_pending{queue=\"team-a\"} 3"), "{text}");
+    }
+
+    #[test]
+    fn the_slurm_link_is_reported() {
+        use super::super::slurm_side::SlurmSnapshot;
+        let m = Metrics::default();
+        let job = |id: u64, gang: &str, state: &str| trainyard_slurm::JobInfo {
+            id,
+            name: "j".into(),
+            gang: Some(gang.into()),
+            slurm_state: state.into(),
+            state: trainyard_bridges::slurm::slurm_state(state),
+            reason: String::new(),
+            nodes: String::new(),
+            exit_code: None,
+            partition: String::new(),
+            node_count: 1,
+        };
+        let mut snapshot = SlurmSnapshot::default();
+        snapshot.observed(&[job(1, "a", "RUNNING"), job(2, "b", "RUNNING"), job(3, "c", "PENDING")], None);
+        m.observe_slurm(&snapshot);
+        let text = m.render();
+        assert!(text.contains("trainyard_slurm_up 1"), "{text}");
+        assert!(text.contains("trainyard_slurm_gangs{state=\"running\"} 2"), "{text}");
+        assert!(text.contains("trainyard_slurm_gangs{state=\"pending\"} 1"), "{text}");
+        snapshot.unreachable = Some("connection refused".into());
+        m.observe_slurm(&snapshot);
+        let text = m.render();
+        assert!(text.contains("trainyard_slurm_up 0"), "{text}");
+        assert!(text.contains("trainyard_slurm_gangs{state=\"running\"} 2"), "last known counts stay: {text}");
     }
 }

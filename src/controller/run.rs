@@ -222,7 +222,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     let jobs = controller.store();
     health.ready.store(true, Ordering::Relaxed);
     if let Some(link) = ctx.settings.slurm.clone() {
-        tokio::spawn(super::slurm_run::poll(link, trigger_tx.clone()));
+        tokio::spawn(super::slurm_run::poll(link, trigger_tx.clone(), metrics.clone()));
     }
     tokio::spawn(scheduling_loop(ctx.clone(), jobs, nodes, queues, topologies, trigger_tx));
     controller

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use trainyard_slurm::NodeInfo;
 use trainyard_slurm::bridge::{Bridge, Retry};
 
+use super::metrics::Metrics;
 use super::scheduler::SchedulingLoop;
 use super::slurm_gang::job_key_of;
 use super::slurm_side::{SlurmSnapshot, slurm_cluster};
@@ -122,7 +123,7 @@ impl SlurmLink {
 
 /// Looks at Slurm every `link.poll` until the process ends, and brings the TrainJobs whose job
 /// changed to their reconcile.
-pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>) {
+pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>, metrics: Arc<Metrics>) {
     let mut interval = tokio::time::interval(link.poll);
     // After a slow round, wait a whole period again rather than catch up in a burst.
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -131,6 +132,7 @@ pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob
         interval.tick().await;
         let changed = link.refresh(round.is_multiple_of(NODES_EVERY)).await;
         round = round.wrapping_add(1);
+        metrics.observe_slurm(&link.snapshot());
         for gang in changed {
             if let Some(key) = job_key_of(&gang) {
                 let (ns, name) = key.split_once('/').unwrap_or(("", &key));

@@ -56,6 +56,16 @@ impl SlurmSnapshot {
         self.partition_nodes.get(&partition.to_ascii_lowercase()).copied()
     }
 
+    /// trainyard's gangs by state (`running`, `pending`, ...), as Slurm last reported them.
+    pub fn gang_states(&self) -> BTreeMap<String, u64> {
+        let mut out: BTreeMap<String, u64> = BTreeMap::new();
+        for job in self.jobs.iter().flat_map(|j| j.values()) {
+            let state = serde_json::to_value(job.state).ok().and_then(|v| v.as_str().map(str::to_lowercase));
+            *out.entry(state.unwrap_or_default()).or_default() += 1;
+        }
+        out
+    }
+
     /// Gang ids whose job is different (state, nodes or reason) in `self` than in `before`.
     pub fn changed_gangs(&self, before: &SlurmSnapshot) -> Vec<String> {
         let (now, was) = (self.jobs.clone().unwrap_or_default(), before.jobs.clone().unwrap_or_default());
