@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 use trainyard::api::{QUEUE_LABEL, Queue, SlurmTarget, TrainJob};
-use trainyard::controller::intent::IntentContext;
+use trainyard::controller::intent::{IntentContext, Problem};
 use trainyard::controller::plan::{Mode, companion_patch};
 use trainyard::controller::pods::GangLayout;
 use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
@@ -140,7 +140,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     let ctx =
         IntentContext { slurm_queues: &slurm_targets, slurm_configured: true, ..IntentContext::new(&policy, gpu) };
     let (intent, runtime) = intent_of(&job, &runtimes, &ctx);
-    let intent = intent.map_err(|p| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason))?;
+    let problem_error = |p: Problem| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason);
+    let intent = intent.map_err(problem_error)?;
     let runtime = runtime.context("the runtime resolved")?;
     let bridge_job = job.to_bridge()?;
 
@@ -171,13 +172,12 @@ pub fn run(args: &RenderArgs) -> Result<()> {
             }
         }
     };
+    let mut out = String::new();
+    for note in &notes {
+        writeln!(out, "# note: {note}")?;
+    }
     if let (Some(target), Some(r)) = (&intent.slurm, &record) {
-        let gang = slurm_gang(&bridge_job, runtime, target, &intent.shape.pod, r)
-            .map_err(|p| anyhow::anyhow!("{file}: {}: {} ({})", p.field, p.message, p.reason))?;
-        let mut out = String::new();
-        for note in &notes {
-            writeln!(out, "# note: {note}")?;
-        }
+        let gang = slurm_gang(&bridge_job, runtime, target, &intent.shape.pod, r).map_err(problem_error)?;
         writeln!(out, "# admitted: {} pods on {} Slurm nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
         writeln!(out, "# the gang id carries the admission time; here the TrainJob's creation time")?;
         out.push_str(&render_sbatch(&gang));
@@ -187,10 +187,6 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
     let rendered = workload::render(&bridge_job, runtime, intent.kind, placement, None)
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
-    let mut out = String::new();
-    for note in &notes {
-        writeln!(out, "# note: {note}")?;
-    }
     if let Some(r) = &record {
         writeln!(out, "# admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
         describe_bindings(&mut out, &rendered, r)?;

@@ -78,6 +78,15 @@ fn record() -> AdmissionRecord {
     AdmissionRecord { at: 1_800_000_000 - 10, slurm: true, ..super::common::record(&[("n1", 1), ("n2", 1)]) }
 }
 
+/// The fixture TrainJob admitted on [`record`], with the record and its gang id.
+fn admitted_world() -> (World, AdmissionRecord, String) {
+    let r = record();
+    let mut w = world(JOB, RUNTIME);
+    admitted(&mut w, &r);
+    let gang = gang_id("research", "llm", "0f3c", &r);
+    (w, r, gang)
+}
+
 fn admitted(w: &mut World, record: &AdmissionRecord) {
     w.job = with_finalizer(w.job.clone());
     w.job
@@ -247,10 +256,7 @@ fn status_message(actions: &[Action], type_: &str) -> String {
 
 #[test]
 fn refusals_and_jobs_that_can_never_start_fail_with_slurms_words() {
-    let r = record();
-    let gang = gang_id("research", "llm", "0f3c", &r);
-    let mut w = world(JOB, RUNTIME);
-    admitted(&mut w, &r);
+    let (mut w, r, gang) = admitted_world();
     w.slurm.as_mut().unwrap().refused.insert(gang.clone(), "Invalid partition name specified".into());
     let actions = w.plan();
     assert!(conditions(&actions).contains(&("Failed".into(), "True".into(), SLURM_REJECTED.into())));
@@ -267,9 +273,7 @@ fn refusals_and_jobs_that_can_never_start_fail_with_slurms_words() {
 
 #[test]
 fn a_job_slurm_forgot_after_it_was_seen_is_lost_not_submitted_again() {
-    let r = record();
-    let mut w = world(JOB, RUNTIME);
-    admitted(&mut w, &r);
+    let (mut w, r, _) = admitted_world();
     let running = Condition {
         type_: "Admitted".into(),
         status: "True".into(),
@@ -295,10 +299,7 @@ fn a_job_slurm_forgot_after_it_was_seen_is_lost_not_submitted_again() {
 #[test]
 fn a_gang_follows_the_cluster_of_its_record_not_its_queue_of_the_moment() {
     // Admitted on Slurm, then its queue became a Kubernetes one: the Slurm job is still followed.
-    let r = record();
-    let gang = gang_id("research", "llm", "0f3c", &r);
-    let mut w = world(JOB, RUNTIME);
-    admitted(&mut w, &r);
+    let (mut w, r, gang) = admitted_world();
     w.slurm_queues.clear();
     observe(&mut w, slurm_job(&gang, GangState::Running, "None"));
     let actions = w.plan();
@@ -313,10 +314,7 @@ fn a_gang_follows_the_cluster_of_its_record_not_its_queue_of_the_moment() {
 
 #[test]
 fn while_slurm_is_unreachable_nothing_is_submitted_and_the_gang_says_why() {
-    let r = record();
-    let gang = gang_id("research", "llm", "0f3c", &r);
-    let mut w = world(JOB, RUNTIME);
-    admitted(&mut w, &r);
+    let (mut w, _, gang) = admitted_world();
     w.slurm.as_mut().unwrap().unreachable = Some("Slurm unreachable: connection refused".into());
     let actions = w.plan();
     assert!(!names(&actions).iter().any(|n| n.starts_with("SubmitSlurm")));
