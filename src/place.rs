@@ -125,7 +125,8 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
         })?),
         None => None,
     };
-    let request = PlacementRequest { pods: args.pods, pod, constraint, flavor };
+    let request =
+        PlacementRequest { pods: args.pods, pod, constraint, flavor, hosts: trainyard_topology::HostClass::DEFAULT };
     text.push_str(&format!("gang: {} pods x {}, {}", args.pods, pod, args.topology));
     if let Some(s) = slice {
         text.push_str(&format!(", slices of {} per {}", s.size, topo.levels()[usize::from(s.depth) - 1]));

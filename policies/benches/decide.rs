@@ -63,6 +63,8 @@ fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
                 submit: 0,
                 shape: GangShape { pods, pod: Resources::gpus(gpus), topology },
                 runtime_estimate: Some(runtime),
+                hosts: Default::default(),
+                order: 0,
             };
             (request, runtime)
         })

@@ -76,6 +76,31 @@ pub struct Cycle {
     pub admitted: Vec<Admission>,
     /// The reservation for the first gang that could not start, under EASY backfill.
     pub reservation: Option<Reservation>,
+    /// Running gangs sent back to the queue because hosts under them were lost.
+    pub requeued: Vec<NodeLoss>,
+    /// Running gangs moved off lost hosts onto free ones in the same domain.
+    pub replaced: Vec<Replacement>,
+}
+
+/// A running gang requeued because hosts under it were lost (policy `node_loss: requeue`, or
+/// `replace` without a replacement).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeLoss {
+    /// The gang; pending again in its old place.
+    pub gang: GangId,
+    /// The hosts it lost.
+    pub hosts: Vec<HostId>,
+}
+
+/// A lost host of a running gang replaced by free hosts inside the gang's domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replacement {
+    /// The gang.
+    pub gang: GangId,
+    /// The host it lost.
+    pub lost: HostId,
+    /// Its placement now (pod `i` on `placement.hosts[i]`, the lost host's pods moved).
+    pub placement: Placement,
 }
 
 /// A gang the engine tracks.
@@ -116,15 +141,16 @@ pub struct FairSharing {
 /// Size order of pending gangs: fewest GPUs, smallest pod, higher priority, earlier submission.
 type SizeKey = (u64, Resources, Reverse<i32>, u64, GangId);
 
-fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
+pub(crate) fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
     (request.shape.total().gpus, request.shape.pod, Reverse(request.priority), request.submit, id)
 }
 
-/// Pending order: higher priority first, then earlier submission, then arrival order.
-pub(crate) type OrderKey = (Reverse<i32>, u64, u64);
+/// Pending order: higher priority first, then earlier submission, then the caller's tie-breaker,
+/// then arrival order.
+pub(crate) type OrderKey = (Reverse<i32>, u64, u64, u64);
 
 /// What gangs not looked at in the last cycle are waiting for.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 enum Blanket {
     QueuedBehind(GangId),
     ClusterFull(Resources),
@@ -134,29 +160,60 @@ enum Blanket {
 #[derive(Debug)]
 pub struct Engine {
     pub(crate) cluster: Cluster,
-    config: PolicyConfig,
+    pub(crate) config: PolicyConfig,
     pub(crate) quotas: QuotaTree,
     /// Flavor index of each queue bound to one (`u16::MAX` for a flavor no node has, which
     /// matches no host, so its gangs are reported as never fitting).
-    flavor_of: BTreeMap<String, u16>,
+    pub(crate) flavor_of: BTreeMap<String, u16>,
     pub(crate) fair_share: FairShare,
     pub(crate) gangs: BTreeMap<GangId, GangRecord>,
     pub(crate) pending: BTreeMap<OrderKey, GangId>,
-    pending_without_gpus: usize,
+    pub(crate) pending_without_gpus: usize,
     /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
-    pending_by_size: BTreeSet<SizeKey>,
+    pub(crate) pending_by_size: BTreeSet<SizeKey>,
     pub(crate) running_by_end: BTreeSet<(u64, GangId)>,
     /// Running gangs of each queue by priority, lowest first: the preemption candidates.
     pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
     pub(crate) fair: Option<FairSharing>,
-    never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
-    arrivals: u64,
-    cycle: u64,
+    pub(crate) never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
+    /// The cluster generation `never_fits` was computed for.
+    pub(crate) never_fits_generation: u64,
+    /// Placement failures by request with the free-capacity epoch they were found at: valid
+    /// while nothing was freed since (free capacity only shrank), so they are not searched again.
+    failed_at: HashMap<PlacementRequest, (u64, PlacementFailure)>,
+    pub(crate) arrivals: u64,
+    pub(crate) cycle: u64,
     last_now: u64,
     blanket: Option<Blanket>,
+    /// Something changed that a cycle must look at (a gang came, went or stopped, capacity or
+    /// quota changed); without it, and before `due`, a cycle has nothing to do.
+    pub(crate) dirty: bool,
+    /// When the last full cycle ran.
+    last_full: Option<u64>,
+    /// Gangs whose decision may have changed since the caller last asked.
+    pub(crate) changed: BTreeSet<GangId>,
+    /// Pending gangs waiting out a backoff, by the time they may start.
+    pub(crate) backoffs: BTreeSet<(u64, GangId)>,
+    /// Running gangs with pods on each host (looked up only).
+    pub(crate) on_host: HashMap<HostId, BTreeSet<GangId>>,
+    /// Running gangs with lost hosts, each with when it was lost.
+    pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
 }
+
+/// The flavor index of each queue bound to one (`u16::MAX` for a flavor no node has).
+pub(crate) fn flavors_of(config: &PolicyConfig, topo: &trainyard_topology::Topology) -> BTreeMap<String, u16> {
+    config
+        .queues
+        .iter()
+        .filter_map(|q| q.flavor.as_deref().map(|f| (q.name.clone(), topo.flavor_id(f).unwrap_or(u16::MAX))))
+        .collect()
+}
+
+/// With fair sharing over a decaying history the visiting order drifts as time passes alone, so
+/// an otherwise idle engine still runs a full cycle this often.
+const RESYNC_S: u64 = 10;
 
 impl Engine {
     /// An engine over a cluster with a policy whose topology-unit quotas
@@ -177,33 +234,14 @@ impl Engine {
             }
         }
         let quotas = QuotaTree::new(&config);
-        let flavor_of = config
-            .queues
-            .iter()
-            .filter_map(|q| {
-                q.flavor.as_deref().map(|f| (q.name.clone(), cluster.topology().flavor_id(f).unwrap_or(u16::MAX)))
-            })
-            .collect();
-        cluster.set_placement_policy(config.placement);
         let fair = config.fair_sharing.enabled.then_some(FairSharing { half_life_s: config.fair_sharing.half_life_s });
-        let preemption = PreemptionRules {
-            within_queue: config.preemption.within_queue,
-            reclaim: config.preemption.reclaim,
-            checkpoint_interval_s: config.preemption.checkpoint_interval_s,
-        };
-        let timeout = config.admission_timeout;
-        let lifecycle = LifecycleRules {
-            max_wait_s: config.starvation.max_wait_s,
-            ready_timeout_s: timeout.map(|t| t.wait_s),
-            backoff_s: timeout.map_or(0, |t| t.backoff_s),
-            max_backoff_s: timeout.map_or(0, |t| t.max_backoff_s),
-        };
         let fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
-        Engine {
+        cluster.set_placement_policy(config.placement);
+        let mut engine = Engine {
             cluster,
-            config,
+            config: config.clone(),
             quotas,
-            flavor_of,
+            flavor_of: BTreeMap::new(),
             fair_share,
             gangs: BTreeMap::new(),
             pending: BTreeMap::new(),
@@ -211,20 +249,43 @@ impl Engine {
             pending_by_size: BTreeSet::new(),
             running_by_end: BTreeSet::new(),
             running_by_queue: BTreeMap::new(),
-            preemption,
-            lifecycle,
+            preemption: PreemptionRules::default(),
+            lifecycle: LifecycleRules::default(),
             fair,
             never_fits: HashMap::new(),
+            never_fits_generation: 0,
+            failed_at: HashMap::new(),
             arrivals: 0,
             cycle: 0,
             last_now: 0,
             blanket: None,
-        }
+            dirty: true,
+            last_full: None,
+            changed: BTreeSet::new(),
+            backoffs: BTreeSet::new(),
+            on_host: HashMap::new(),
+            lost: BTreeMap::new(),
+        };
+        engine.apply_settings(&config);
+        engine.flavor_of = flavors_of(&config, engine.cluster.topology());
+        engine
     }
 
-    /// Gangs submitted so far (the next arrival number).
-    pub(crate) fn arrivals(&self) -> u64 {
-        self.arrivals
+    /// The settings of a policy besides its queues: placement, preemption and lifecycle rules.
+    pub(crate) fn apply_settings(&mut self, config: &PolicyConfig) {
+        self.cluster.set_placement_policy(config.placement);
+        self.preemption = PreemptionRules {
+            within_queue: config.preemption.within_queue,
+            reclaim: config.preemption.reclaim,
+            checkpoint_interval_s: config.preemption.checkpoint_interval_s,
+        };
+        let timeout = config.admission_timeout;
+        self.lifecycle = LifecycleRules {
+            max_wait_s: config.starvation.max_wait_s,
+            ready_timeout_s: timeout.map(|t| t.wait_s),
+            backoff_s: timeout.map_or(0, |t| t.backoff_s),
+            max_backoff_s: timeout.map_or(0, |t| t.max_backoff_s),
+        };
     }
 
     /// The cluster with its current free capacity.
@@ -273,133 +334,7 @@ impl Engine {
         })
     }
 
-    /// Queue a gang, or say why it can never run.
-    pub fn submit(&mut self, request: GangRequest) -> Result<Submitted> {
-        if self.gangs.contains_key(&request.id) {
-            return Err(Error::DuplicateGang(request.id));
-        }
-        let shape = &request.shape;
-        if shape.pods == 0 || shape.pod.is_zero() {
-            return Ok(Submitted::Unschedulable(Unschedulable::EmptyGang));
-        }
-        let constraint = match self.cluster.topology().resolve(&shape.topology) {
-            Ok(c) => c,
-            Err(trainyard_topology::Error::UnknownLevel { level, known }) => {
-                return Ok(Submitted::Unschedulable(Unschedulable::UnknownLevel { level, known }));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let Some(queue) = self.quotas.resolve(&request.queue) else {
-            return Ok(Submitted::Unschedulable(Unschedulable::UnknownQueue { queue: request.queue.clone() }));
-        };
-        let gpus = shape.total().gpus;
-        let ceiling = self.quotas.ceiling(queue);
-        if !ceiling.covers(&shape.total()) {
-            return Ok(Submitted::Unschedulable(Unschedulable::ExceedsQuota {
-                queue: request.queue.clone(),
-                requested_gpus: gpus,
-                nominal_gpus: ceiling.gpus,
-            }));
-        }
-        // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
-        // node has matches no host, so such gangs are reported as never fitting.
-        let flavor = self.flavor_of.get(&request.queue).copied();
-        let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint, flavor };
-        let cluster = &mut self.cluster;
-        let never = self
-            .never_fits
-            .entry(placement_request)
-            .or_insert_with(|| cluster.place_on_empty(&placement_request).err())
-            .clone();
-        if let Some(failure) = never {
-            return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
-        }
-        let estimate = request.runtime_estimate.unwrap_or(self.config.default_runtime_estimate_s).max(1);
-        let arrival = self.arrivals;
-        let key = (Reverse(request.priority), request.submit, arrival);
-        self.arrivals += 1;
-        self.pending.insert(key, request.id);
-        if gpus == 0 {
-            self.pending_without_gpus += 1;
-        } else {
-            self.pending_by_size.insert(size_key(request.id, &request));
-        }
-        let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
-        self.gangs.insert(
-            request.id,
-            GangRecord {
-                request,
-                queue,
-                placement_request,
-                gpus,
-                estimate,
-                state: GangState::Pending { status, cycle: self.cycle },
-                arrival,
-                preempted_by: None,
-                ready: false,
-                unready_attempts: 0,
-                not_before: 0,
-            },
-        );
-        Ok(Submitted::Queued)
-    }
-
-    /// Why a pending gang is waiting; `None` if it is not pending.
-    pub fn pending_status(&self, id: GangId) -> Option<PendingStatus> {
-        let gang = self.gangs.get(&id)?;
-        let GangState::Pending { status, cycle } = &gang.state else {
-            return None;
-        };
-        if *cycle >= self.cycle {
-            return Some(status.clone());
-        }
-        let reason = match &self.blanket {
-            Some(Blanket::QueuedBehind(head)) => PendingReason::QueuedBehind { head: *head },
-            Some(Blanket::ClusterFull(free)) => {
-                PendingReason::Capacity { requested: gang.request.shape.total(), free: *free }
-            }
-            None => status.reason.clone(),
-        };
-        Some(PendingStatus { reason, reserved_at: None })
-    }
-
-    /// A gang ended (finished, failed or was cancelled while running): free its resources.
-    pub fn finish(&mut self, id: GangId, now: u64) -> Result<()> {
-        self.advance(now)?;
-        // Usage changes now: account for what it was until now first.
-        self.advance_history(now);
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        let GangState::Running { placement, expected_end, .. } = &gang.state else {
-            return Err(Error::NotRunning(id));
-        };
-        self.cluster.release_placement(placement, gang.placement_request.pod)?;
-        self.quotas.refund(gang.queue, gang.request.shape.total());
-        self.running_by_end.remove(&(*expected_end, id));
-        if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
-            set.remove(&(gang.request.priority, id));
-        }
-        self.gangs.remove(&id);
-        Ok(())
-    }
-
-    /// Withdraw a pending gang.
-    pub fn cancel_pending(&mut self, id: GangId) -> Result<()> {
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        if !matches!(gang.state, GangState::Pending { .. }) {
-            return Err(Error::UnknownGang(id));
-        }
-        let gpus = gang.gpus;
-        let size = size_key(id, &gang.request);
-        self.pending.retain(|_, g| *g != id);
-        if gpus == 0 {
-            self.pending_without_gpus -= 1;
-        }
-        self.pending_by_size.remove(&size);
-        self.gangs.remove(&id);
-        Ok(())
-    }
-
-    fn advance(&mut self, now: u64) -> Result<()> {
+    pub(crate) fn advance(&mut self, now: u64) -> Result<()> {
         if now < self.last_now {
             return Err(Error::TimeWentBackwards { now, last: self.last_now });
         }
@@ -408,12 +343,28 @@ impl Engine {
     }
 
     /// Runs one scheduling cycle at time `now`.
+    ///
+    /// A cycle costs next to nothing when nothing changed since the last one (no gang came, went
+    /// or stopped; no capacity, quota or host changed) and no backoff or node-loss grace ran out:
+    /// the last cycle's decisions stand.
     pub fn schedule(&mut self, now: u64) -> Result<Cycle> {
         self.advance(now)?;
-        self.cycle += 1;
-        self.blanket = None;
-        let mode = self.config.backfill;
         let mut cycle = Cycle::default();
+        self.act_on_lost_hosts(now, &mut cycle)?;
+        if !self.dirty && self.due().is_none_or(|due| now < due) {
+            return Ok(cycle);
+        }
+        self.dirty = false;
+        self.last_full = Some(now);
+        while self.backoffs.first().is_some_and(|&(t, _)| t <= now) {
+            self.backoffs.pop_first();
+        }
+        if self.failed_at.values().next().is_some_and(|(epoch, _)| *epoch != self.cluster.epoch()) {
+            self.failed_at.clear();
+        }
+        self.cycle += 1;
+        let blanket_before = self.blanket.take();
+        let mode = self.config.backfill;
         let mut failed_shapes: HashMap<PlacementRequest, PlacementFailure> = HashMap::new();
         let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
         let mut reservation: Option<ReservationPlan> = None;
@@ -479,7 +430,11 @@ impl Engine {
                 self.set_status(id, reason, None);
                 continue;
             }
-            let placed = match failed_shapes.get(&request) {
+            let epoch = self.cluster.epoch();
+            let known = failed_shapes
+                .get(&request)
+                .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
+            let placed = match known {
                 Some(failure) => Err(failure.clone()),
                 None => self.cluster.place(&request),
             };
@@ -494,6 +449,7 @@ impl Engine {
                         continue;
                     }
                     failed_shapes.insert(request, failure.clone());
+                    self.failed_at.insert(request, (self.cluster.epoch(), failure.clone()));
                     let mut reserved_at = None;
                     match mode {
                         BackfillMode::None => {
@@ -532,7 +488,37 @@ impl Engine {
             cycle.admitted.push(Admission { id, placement, backfilled });
         }
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
+        if self.blanket != blanket_before {
+            // Gangs the cycle did not reach now read another blanket reason.
+            let stale: Vec<GangId> = self
+                .pending
+                .values()
+                .copied()
+                .filter(|id| matches!(self.gangs[id].state, GangState::Pending { cycle, .. } if cycle < self.cycle))
+                .collect();
+            self.changed.extend(stale);
+        }
+        self.cluster.reap();
         Ok(cycle)
+    }
+
+    /// When a cycle next has something to do though nothing changed: a backoff ends, a lost
+    /// host's grace runs out, or (with a decaying fair-share history) the periodic resync.
+    fn due(&self) -> Option<u64> {
+        let backoff = self.backoffs.first().map(|&(t, _)| t);
+        let resync = self.fair.and_then(|f| f.half_life_s).and(self.last_full).map(|t| t + RESYNC_S);
+        [backoff, resync, self.lost_due()].into_iter().flatten().min()
+    }
+
+    /// The status a pending gang the last cycle did not reach reads, when a blanket covers it.
+    pub(crate) fn blanket_status(&self, gang: &GangRecord) -> Option<PendingStatus> {
+        let reason = match self.blanket.as_ref()? {
+            Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
+            Blanket::ClusterFull(free) => {
+                PendingReason::Capacity { requested: gang.request.shape.total(), free: *free }
+            }
+        };
+        Some(PendingStatus { reason, reserved_at: None })
     }
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.
@@ -542,60 +528,5 @@ impl Engine {
         self.pending.remove(&key);
         cycle.admitted.push(Admission { id, placement, backfilled: false });
         Ok(true)
-    }
-
-    /// Stops a running gang without ending it: frees its capacity and quota and puts it back
-    /// into the pending order in its old place. Returns when it had started. The caller sets
-    /// its pending state.
-    pub(crate) fn unrun(&mut self, id: GangId, now: u64) -> Result<u64> {
-        // Usage changes now: account for what it was until now first.
-        self.advance_history(now);
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        let GangState::Running { placement, start, expected_end } = &gang.state else {
-            return Err(Error::NotRunning(id));
-        };
-        let (start, expected_end) = (*start, *expected_end);
-        self.cluster.release_placement(placement, gang.placement_request.pod)?;
-        self.quotas.refund(gang.queue, gang.request.shape.total());
-        self.running_by_end.remove(&(expected_end, id));
-        if let Some(set) = self.running_by_queue.get_mut(&gang.queue) {
-            set.remove(&(gang.request.priority, id));
-        }
-        self.pending.insert((Reverse(gang.request.priority), gang.request.submit, gang.arrival), id);
-        if gang.gpus == 0 {
-            self.pending_without_gpus += 1;
-        } else {
-            self.pending_by_size.insert(size_key(id, &gang.request));
-        }
-        Ok(start)
-    }
-
-    /// Cycles run so far.
-    pub(crate) fn cycle_number(&self) -> u64 {
-        self.cycle
-    }
-
-    fn set_status(&mut self, id: GangId, reason: PendingReason, reserved_at: Option<u64>) {
-        let cycle = self.cycle;
-        if let Some(g) = self.gangs.get_mut(&id) {
-            g.state = GangState::Pending { status: PendingStatus { reason, reserved_at }, cycle };
-        }
-    }
-
-    pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
-        let gang = self.gangs.get_mut(&id).ok_or(Error::UnknownGang(id))?;
-        self.cluster.allocate_placement(placement, gang.placement_request.pod)?;
-        self.quotas.charge(gang.queue, gang.request.shape.total());
-        if gang.gpus == 0 {
-            self.pending_without_gpus -= 1;
-        } else {
-            self.pending_by_size.remove(&size_key(id, &gang.request));
-        }
-        let expected_end = now.saturating_add(gang.estimate);
-        gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
-        gang.ready = false;
-        self.running_by_end.insert((expected_end, id));
-        self.running_by_queue.entry(gang.queue).or_default().insert((gang.request.priority, id));
-        Ok(())
     }
 }

@@ -4,6 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 use trainyard_topology::GangShape;
+use trainyard_topology::eligibility::HostFilter;
 
 /// Caller-chosen identifier of a gang, unique for the engine's lifetime.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -30,4 +31,12 @@ pub struct GangRequest {
     pub shape: GangShape,
     /// How long the submitter says it will run, seconds; the policy default applies when absent.
     pub runtime_estimate: Option<u64>,
+    /// The hosts its pods may use (tolerations, node selector, required affinity); the default
+    /// takes every host without a taint.
+    #[serde(default)]
+    pub hosts: HostFilter,
+    /// Breaks ties between gangs of equal priority submitted in the same second, before the
+    /// order of submission to the engine (a controller's first-seen order, kept across restarts).
+    #[serde(default)]
+    pub order: u64,
 }

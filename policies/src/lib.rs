@@ -19,7 +19,10 @@ mod engine;
 mod error;
 mod explain;
 mod gang;
+mod gangs;
 mod lifecycle;
+mod live;
+mod node_loss;
 mod order;
 mod preempt;
 mod preemption;
@@ -28,10 +31,11 @@ mod reason;
 
 pub use config::{
     AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
-    DEFAULT_PRIORITY_CLASS, DEFAULT_RUNTIME_ESTIMATE_S, FairSharingConfig, PolicyConfig, PreemptionConfig,
-    PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig, UndeclaredQueues, parse_duration,
+    DEFAULT_NODE_LOSS_GRACE_S, DEFAULT_PRIORITY_CLASS, DEFAULT_RUNTIME_ESTIMATE_S, FairSharingConfig, NodeLossAction,
+    NodeLossConfig, PolicyConfig, PreemptionConfig, PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig,
+    UndeclaredQueues, parse_duration,
 };
-pub use engine::{Admission, Cycle, Engine, FairSharing, Preemption, Reservation, Submitted};
+pub use engine::{Admission, Cycle, Engine, FairSharing, NodeLoss, Preemption, Replacement, Reservation, Submitted};
 pub use error::{Error, Result};
 pub use explain::{Counterfactual, Explanation};
 pub use gang::{GangId, GangRequest};

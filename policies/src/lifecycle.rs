@@ -62,7 +62,9 @@ impl Engine {
         g.not_before = now + rules.backoff(g.unready_attempts);
         let reason = PendingReason::Backoff { until: g.not_before, attempts: g.unready_attempts };
         g.state = GangState::Pending { status: PendingStatus { reason, reserved_at: None }, cycle };
-        Ok(g.not_before)
+        let until = g.not_before;
+        self.backoffs.insert((until, id));
+        Ok(until)
     }
 
     /// Whether a pending gang has waited long enough that nobody may pass it.

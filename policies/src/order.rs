@@ -17,8 +17,8 @@ use crate::{Engine, FairSharing, GangId};
 /// Fixed-point scale of shares, so that they order exactly and deterministically.
 pub(crate) const SHARE_SCALE: f64 = 1e9;
 
-/// A queue's head gang as the fair order ranks it: priority, share, submission, arrival.
-type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, GangId);
+/// A queue's head gang as the fair order ranks it: priority, share, submission, tie-breaker, arrival.
+type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, u64, GangId);
 
 /// Visiting order of one cycle.
 pub(crate) enum Order {
@@ -45,7 +45,7 @@ pub(crate) struct FairOrder {
 impl FairOrder {
     fn rank(&mut self, queue: QueueIdx, share: &impl Fn(QueueIdx) -> u64) {
         if let Some(&(k, id)) = self.by_queue.get(&queue).and_then(|g| g.front()) {
-            self.heads.insert(((k.0, share(queue), k.1, k.2, id), queue));
+            self.heads.insert(((k.0, share(queue), k.1, k.2, k.3, id), queue));
         }
     }
 }
@@ -135,7 +135,7 @@ mod tests {
     #[test]
     fn fair_order_takes_the_lowest_share_first_but_priority_before_all() {
         let mut pending = BTreeMap::new();
-        let key = |prio: i32, submit: u64| (std::cmp::Reverse(prio), submit, submit);
+        let key = |prio: i32, submit: u64| (std::cmp::Reverse(prio), submit, 0, submit);
         pending.insert(key(0, 1), GangId(1)); // queue 0
         pending.insert(key(0, 2), GangId(2)); // queue 1
         pending.insert(key(5, 9), GangId(3)); // queue 1, higher priority

@@ -61,6 +61,12 @@ pub enum PendingReason {
         /// Admissions that timed out so far.
         attempts: u32,
     },
+    /// It ran, and was sent back to the queue because nodes under it were lost (cordoned, not
+    /// ready or removed) for longer than the policy's grace.
+    NodeLost {
+        /// The lost hosts.
+        hosts: Vec<String>,
+    },
     /// The gang's pod count is not a multiple of its slice size.
     BadSlice {
         /// Pods in the gang.
@@ -112,6 +118,9 @@ impl fmt::Display for PendingReason {
                     f,
                     "backoff: {attempts} admission(s) timed out before the pods were ready; next try at t={until}s"
                 )
+            }
+            PendingReason::NodeLost { hosts } => {
+                write!(f, "requeued: its node(s) {} were lost while it ran", hosts.join(", "))
             }
             PendingReason::BadSlice { pods, size } => {
                 write!(f, "slices: {pods} pods cannot be cut into slices of {size}")

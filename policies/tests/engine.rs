@@ -26,6 +26,8 @@ fn gang(id: u64, queue: &str, submit: u64, pods: u32, gpus: u64, estimate: u64) 
         submit,
         shape: GangShape { pods, pod: Resources::gpus(gpus), topology: TopologyRequest::Unconstrained },
         runtime_estimate: Some(estimate),
+        hosts: Default::default(),
+        order: 0,
     }
 }
 

@@ -23,6 +23,8 @@ fn gang(id: u64, queue: &str, submit: u64) -> GangRequest {
         submit,
         shape: GangShape { pods: 1, pod: Resources::gpus(8), topology: TopologyRequest::Unconstrained },
         runtime_estimate: Some(100),
+        hosts: Default::default(),
+        order: 0,
     }
 }
 

@@ -23,6 +23,8 @@ fn gang(id: u64, submit: u64, pods: u32, estimate: u64) -> GangRequest {
         submit,
         shape: GangShape { pods, pod: Resources::gpus(8), topology: TopologyRequest::Unconstrained },
         runtime_estimate: Some(estimate),
+        hosts: Default::default(),
+        order: 0,
     }
 }
 

@@ -38,6 +38,8 @@ fn arb_jobs() -> impl Strategy<Value = Vec<Job>> {
                             submit,
                             shape: GangShape { pods, pod: Resources::gpus(gpus), topology },
                             runtime_estimate: Some(runtime),
+                            hosts: Default::default(),
+                            order: 0,
                         },
                         runtime,
                     }

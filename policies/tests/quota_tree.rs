@@ -3,10 +3,39 @@
 use trainyard_policies::{PolicyConfig, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, Reclaim};
 use trainyard_topology::Resources;
 
+/// A tree whose top-level queues share the implicit root as one cohort, so that the borrowing
+/// rules can be seen on two levels of queues.
 fn tree(queues_yaml: &str) -> QuotaTree {
-    let config =
-        PolicyConfig::from_yaml(&format!("queues:\n{queues_yaml}"), "q.yaml").unwrap_or_else(|e| panic!("{e}"));
-    QuotaTree::new(&config)
+    let text = format!("root_cohort: true\nqueues:\n{queues_yaml}");
+    QuotaTree::new(&PolicyConfig::from_yaml(&text, "q.yaml").unwrap_or_else(|e| panic!("{e}")))
+}
+
+/// A tree as the default has it: each top-level queue is capped at its own quota.
+fn capped_tree(queues_yaml: &str) -> QuotaTree {
+    QuotaTree::new(
+        &PolicyConfig::from_yaml(&format!("queues:\n{queues_yaml}"), "q.yaml").unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+#[test]
+fn a_queue_without_a_parent_is_capped_at_its_nominal() {
+    let two = "  - {name: a, nominal: {gpus: 16}}\n  - {name: b, nominal: {gpus: 32}}\n";
+    let mut t = capped_tree(two);
+    let (a, b) = (q(&t, "a"), q(&t, "b"));
+    assert_eq!(t.available(a).gpus, 16, "b's idle 32 are not a's to borrow");
+    assert_eq!(t.ceiling(a).gpus, 16);
+    assert_eq!(t.check(a, gpus(17)), Err(block(a, QuotaLimit::Nominal, 17, 16)));
+    t.charge(a, gpus(16));
+    assert_eq!(t.available(b).gpus, 32);
+    // The explicit setting brings back one pool for the top level.
+    let mut pooled = tree(two);
+    assert_eq!(pooled.available(q(&pooled, "a")).gpus, 48);
+    pooled.charge(q(&pooled, "a"), gpus(40));
+    assert_eq!(pooled.available(q(&pooled, "b")).gpus, 8);
+    // Inside a cohort, queues still borrow from one another.
+    let cohort = capped_tree(COHORT);
+    assert_eq!(cohort.available(q(&cohort, "team-a")).gpus, 128);
+    t.audit().unwrap();
 }
 
 fn q(t: &QuotaTree, name: &str) -> QueueIdx {
@@ -297,6 +326,8 @@ mod random_trees {
                 flavor: None,
             })
             .collect();
+        // The model below pools the top level under the root.
+        p.root_cohort = true;
         p
     }
 

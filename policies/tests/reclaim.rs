@@ -4,14 +4,14 @@ use proptest::prelude::*;
 use trainyard_policies::{Cycle, Engine, GangId, GangRequest, PolicyConfig, Submitted};
 use trainyard_topology::{Cluster, GangShape, Resources};
 
-/// Two racks of two 8-GPU hosts (32 GPUs); queues `a` and `b` share them 16/16 and may
-/// borrow each other's idle quota; owners reclaim it.
+/// Two racks of two 8-GPU hosts (32 GPUs); queues `a` and `b` of cohort `org` share them
+/// 16/16 and may borrow each other's idle quota; owners reclaim it.
 fn engine(backfill: &str, nominal_a: u64) -> Engine {
     let cluster =
         Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t.yaml")
             .unwrap();
     let yaml = format!(
-        "backfill: {backfill}\nqueues:\n  - {{name: a, nominal: {{gpus: {nominal_a}}}}}\n  - {{name: b, nominal: {{gpus: {}}}}}\nundeclared_queues: reject\nfair_sharing: {{}}\npreemption: {{reclaim: true, checkpoint_interval: 10m}}\n",
+        "backfill: {backfill}\nqueues:\n  - {{name: org}}\n  - {{name: a, parent: org, nominal: {{gpus: {nominal_a}}}}}\n  - {{name: b, parent: org, nominal: {{gpus: {}}}}}\nundeclared_queues: reject\nfair_sharing: {{}}\npreemption: {{reclaim: true, checkpoint_interval: 10m}}\n",
         32 - nominal_a
     );
     Engine::new(cluster, PolicyConfig::from_yaml(&yaml, "p.yaml").unwrap())
@@ -25,6 +25,8 @@ fn gang(id: u64, queue: &str, submit: u64, pods: u32, gpus: u64, topology: &str)
         submit,
         shape: GangShape { pods, pod: Resources::gpus(gpus), topology: topology.parse().unwrap() },
         runtime_estimate: Some(3600),
+        hosts: Default::default(),
+        order: 0,
     }
 }
 

@@ -185,6 +185,8 @@ pub fn replay_observed(
                 submit: job.submit,
                 shape: job.gang.clone(),
                 runtime_estimate,
+                hosts: Default::default(),
+                order: 0,
             };
             match engine.submit(request)? {
                 Submitted::Unschedulable(why) => {

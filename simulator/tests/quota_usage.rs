@@ -34,6 +34,7 @@ fn span(result: &ReplayResult, i: usize) -> (u64, u64) {
 }
 
 const COHORT: &str = "backfill: none
+root_cohort: true
 queues: [{name: a, nominal: {gpus: 8}}, {name: b, nominal: {gpus: 8}}]
 fair_sharing: {}
 preemption: {reclaim: true}
@@ -113,6 +114,7 @@ fn a_borrower_admitted_this_instant_is_not_reclaimed_at_once() {
     // quota. a2 may not undo that admission in the same cycle (it would waste the start), so
     // it waits for b1 to end; b1 runs once, from 10 to 110.
     let policy = "backfill: none
+root_cohort: true
 queues: [{name: a, nominal: {gpus: 16}}, {name: b, nominal: {gpus: 4}}]
 fair_sharing: {}
 preemption: {reclaim: true}

@@ -331,6 +331,8 @@ impl SchedulingLoop {
                 intent.shape.clone()
             },
             runtime_estimate: None,
+            hosts: Default::default(),
+            order: 0,
         }
     }
 
@@ -384,6 +386,7 @@ fn reason_code(reason: &trainyard_policies::PendingReason) -> String {
         R::QueuedBehind { .. } => "QueuedBehind",
         R::Backoff { .. } => "Backoff",
         R::BadSlice { .. } => "BadSlice",
+        R::NodeLost { .. } => "NodeLost",
     }
     .to_string()
 }

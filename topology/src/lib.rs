@@ -10,6 +10,7 @@
 //! No I/O and no clock: callers hand in text and get values back.
 
 mod cluster;
+pub mod eligibility;
 mod error;
 pub mod intra_node;
 mod model;
@@ -21,7 +22,7 @@ pub mod sources;
 mod spec;
 pub mod torus;
 
-pub use cluster::{Cluster, Txn};
+pub use cluster::{CanonicalHost, Cluster, HostClass, HostSpec, Removal, Txn};
 pub use error::{Error, InputError, Result};
 pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topology};
 pub use placement::{

@@ -66,6 +66,24 @@ impl Resources {
         })
     }
 
+    /// Component-wise difference, each component at least zero.
+    pub fn saturating_sub(&self, other: &Resources) -> Resources {
+        Resources {
+            gpus: self.gpus.saturating_sub(other.gpus),
+            cpu_milli: self.cpu_milli.saturating_sub(other.cpu_milli),
+            memory_mib: self.memory_mib.saturating_sub(other.memory_mib),
+        }
+    }
+
+    /// Component-wise sum, each component at most `u64::MAX`.
+    pub fn saturating_add(&self, other: &Resources) -> Resources {
+        Resources {
+            gpus: self.gpus.saturating_add(other.gpus),
+            cpu_milli: self.cpu_milli.saturating_add(other.cpu_milli),
+            memory_mib: self.memory_mib.saturating_add(other.memory_mib),
+        }
+    }
+
     /// Component-wise minimum.
     pub fn component_min(&self, other: &Resources) -> Resources {
         Resources {

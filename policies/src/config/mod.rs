@@ -14,7 +14,8 @@
 //!     lending_limit: {gpus: 16}   # at most this much of its quota is lent (omitted: all of it)
 //!     weight: 2                   # fair-share weight, default 1
 //!   - {name: team-b, nominal_gpus: 32}   # the old form: GPUs only, never borrows
-//! undeclared_queues: unlimited    # unlimited | reject: gangs naming a queue not listed above
+//! root_cohort: false             # true: top-level queues borrow one another's idle quota
+//! undeclared_queues: reject       # reject | unlimited | {catch_all: <leaf queue>}: gangs naming a queue not listed
 //! placement: trainyard            # trainyard | greedy | first-fit | kueue-best-fit | slurm-tree
 //! priority_classes: [{name: low, value: 0}, {name: high, value: 100}]
 //! default_priority_class: low     # for gangs naming no class (default: a class named `default`, else 0)
@@ -22,8 +23,14 @@
 //! preemption: {within_queue: true, reclaim: true, checkpoint_interval: 1h}
 //! starvation: {max_wait: 12h}
 //! admission_timeout: {wait: 10m, backoff: 1m, max_backoff: 30m}
+//! node_loss: {action: replace, grace: 2m}   # wait | requeue | replace, when a node under a gang is lost
 //! ```
+//!
+//! A queue without a parent is capped at its own subtree quota: borrowing happens only among
+//! queues that share a parent (a cohort), as with Kueue ClusterQueues and their cohorts. With
+//! `root_cohort: true` the top-level queues form one cohort under the implicit root instead.
 
+mod node_loss;
 mod options;
 mod queues;
 
@@ -33,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 use trainyard_topology::{InputError, PlacementPolicy};
 
+pub use node_loss::{DEFAULT_NODE_LOSS_GRACE_S, NodeLossAction, NodeLossConfig};
 pub use options::{
     AdmissionTimeoutConfig, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S, FairSharingConfig, PreemptionConfig,
     PriorityClass, StarvationConfig,
@@ -63,14 +71,16 @@ pub enum BackfillMode {
 }
 
 /// What to do with gangs that name a queue the configuration does not list.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UndeclaredQueues {
     /// Give them a leaf queue under the root without any quota (and outside every pool).
     #[default]
     Unlimited,
-    /// Report such gangs as unschedulable.
+    /// Report such gangs as unschedulable (a controller keeps them waiting until the queue exists).
     Reject,
+    /// Charge them to this declared leaf queue.
+    CatchAll(String),
 }
 
 /// The whole policy.
@@ -86,6 +96,9 @@ pub struct PolicyConfig {
     pub queues: Vec<QueueConfig>,
     /// Treatment of queues not declared.
     pub undeclared_queues: UndeclaredQueues,
+    /// Top-level queues share one cohort under the root and borrow one another's idle quota;
+    /// by default each is capped at its own subtree quota.
+    pub root_cohort: bool,
     /// How gangs are mapped onto hosts.
     pub placement: PlacementPolicy,
     /// Named priorities, in file order.
@@ -100,6 +113,8 @@ pub struct PolicyConfig {
     pub starvation: StarvationConfig,
     /// Requeue of gangs not ready in time; `None`: never.
     pub admission_timeout: Option<AdmissionTimeoutConfig>,
+    /// What becomes of running gangs whose hosts are lost.
+    pub node_loss: NodeLossConfig,
 }
 
 #[derive(Deserialize)]
@@ -114,7 +129,9 @@ struct PolicyFile {
     #[serde(default)]
     queues: Vec<Spanned<queues::QueueFile>>,
     #[serde(default)]
-    undeclared_queues: UndeclaredQueues,
+    undeclared_queues: Option<Spanned<UndeclaredQueues>>,
+    #[serde(default)]
+    root_cohort: bool,
     #[serde(default)]
     placement: PlacementPolicy,
     #[serde(default)]
@@ -129,6 +146,28 @@ struct PolicyFile {
     starvation: Option<options::StarvationFile>,
     #[serde(default)]
     admission_timeout: Option<options::AdmissionTimeoutFile>,
+    #[serde(default)]
+    node_loss: Option<node_loss::NodeLossFile>,
+}
+
+/// A catch-all queue must be a declared leaf: gangs are charged to it.
+fn check_undeclared(
+    file: Option<Spanned<UndeclaredQueues>>,
+    queues: &[QueueConfig],
+    report: &Reporter<'_>,
+) -> Result<UndeclaredQueues> {
+    let Some(spanned) = file else { return Ok(UndeclaredQueues::default()) };
+    if let UndeclaredQueues::CatchAll(name) = &spanned.value {
+        let line = spanned.referenced.line();
+        if !queues.iter().any(|q| &q.name == name) {
+            return Err(report.at(line, "undeclared_queues.catch_all", format!("no queue `{name}` is declared")));
+        }
+        if queues.iter().any(|q| q.parent.as_deref() == Some(name.as_str())) {
+            let message = format!("`{name}` is an inner queue (a cohort) and receives no gangs; name a leaf");
+            return Err(report.at(line, "undeclared_queues.catch_all", message));
+        }
+    }
+    Ok(spanned.value)
 }
 
 /// Builds the errors of one file.
@@ -205,6 +244,7 @@ impl PolicyConfig {
             default_runtime_estimate_s: DEFAULT_RUNTIME_ESTIMATE_S,
             queues: Vec::new(),
             undeclared_queues: UndeclaredQueues::Unlimited,
+            root_cohort: false,
             placement: PlacementPolicy::default(),
             priority_classes: Vec::new(),
             default_priority_class: None,
@@ -212,6 +252,7 @@ impl PolicyConfig {
             preemption: PreemptionConfig::default(),
             starvation: StarvationConfig::default(),
             admission_timeout: None,
+            node_loss: NodeLossConfig::default(),
         })
     }
 
@@ -230,6 +271,8 @@ impl PolicyConfig {
         let preemption = options::check_preemption(file.preemption, &report)?;
         let starvation = options::check_starvation(file.starvation, &report)?;
         let admission_timeout = options::check_admission_timeout(file.admission_timeout, &report)?;
+        let node_loss = node_loss::check_node_loss(file.node_loss, &report)?;
+        let undeclared_queues = check_undeclared(file.undeclared_queues, &queues, &report)?;
         let name = file.name.unwrap_or_else(|| {
             std::path::Path::new(source_name)
                 .file_stem()
@@ -240,7 +283,8 @@ impl PolicyConfig {
             backfill: file.backfill,
             default_runtime_estimate_s,
             queues,
-            undeclared_queues: file.undeclared_queues,
+            undeclared_queues,
+            root_cohort: file.root_cohort,
             placement: file.placement,
             priority_classes,
             default_priority_class,
@@ -248,6 +292,7 @@ impl PolicyConfig {
             preemption,
             starvation,
             admission_timeout,
+            node_loss,
         })
     }
 

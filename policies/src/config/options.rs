@@ -112,7 +112,11 @@ pub(super) fn positive_duration(text: &Spanned<String>, field: &str, report: &Re
     }
 }
 
-fn optional_duration(text: &Option<Spanned<String>>, field: &str, report: &Reporter<'_>) -> Result<Option<u64>> {
+pub(super) fn optional_duration(
+    text: &Option<Spanned<String>>,
+    field: &str,
+    report: &Reporter<'_>,
+) -> Result<Option<u64>> {
     text.as_ref().map(|t| positive_duration(t, field, report)).transpose()
 }
 

@@ -84,8 +84,15 @@ impl QuotaTree {
                 let below = nodes[i].children.iter().map(|c| nodes[c.0].quota[r]);
                 below.fold(nodes[i].nominal[r], u64::saturating_add)
             });
+            let top_level = parent[i] == Some(0);
+            let root_cohort = config.root_cohort;
             let config = (i > 0).then(|| &config.queues[i - 1]);
-            let borrowing = config.map_or([Some(0); R], |q| q.borrowing_limit.as_array());
+            // A queue without a parent borrows from nobody unless the top level is one cohort.
+            let borrowing = match config {
+                Some(_) if top_level && !root_cohort => [Some(0); R],
+                Some(q) => q.borrowing_limit.as_array(),
+                None => [Some(0); R],
+            };
             let lending = config.map_or([None; R], |q| q.lending_limit.as_array());
             let node = &mut nodes[i];
             node.leaf = i > 0 && node.children.is_empty();
@@ -100,7 +107,7 @@ impl QuotaTree {
                 node.guaranteed[r] = quota[r] - node.lendable[r];
             }
         }
-        let mut tree = QuotaTree { nodes, by_name, undeclared: config.undeclared_queues };
+        let mut tree = QuotaTree { nodes, by_name, undeclared: config.undeclared_queues.clone() };
         let idle = tree.recompute_demands(|_, _| [0; R]);
         for (node, idle) in tree.nodes.iter_mut().zip(idle) {
             (node.idle_demand, node.demand) = (idle, idle);

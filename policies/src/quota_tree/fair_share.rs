@@ -65,6 +65,22 @@ impl FairShare {
         }
     }
 
+    /// The time history was last accounted to.
+    pub fn last(&self) -> Option<u64> {
+        self.last
+    }
+
+    /// Takes over `old`'s history for the queues of `new_tree` that `old_tree` had by name (a
+    /// replaced quota tree keeps what each queue used), accounted up to `now`.
+    pub fn carry_over(&mut self, old: &FairShare, old_tree: &QuotaTree, new_tree: &QuotaTree, now: u64) {
+        self.last = old.last.or(Some(now));
+        if self.rate().is_none() {
+            return;
+        }
+        self.history =
+            new_tree.nodes.iter().map(|n| old_tree.find(&n.name).map_or([0.0; R], |q| old.history(q))).collect();
+    }
+
     /// The decayed resource-seconds of `q`: `[gpus, cpu_milli, memory_mib]`.
     pub fn history(&self, q: QueueIdx) -> [f64; R] {
         self.history.get(q.0).copied().unwrap_or([0.0; R])

@@ -199,9 +199,26 @@ impl QuotaTree {
         if let Some(q) = self.find(name) {
             return self.is_leaf(q).then_some(q);
         }
-        match self.undeclared {
+        match &self.undeclared {
             UndeclaredQueues::Unlimited => Some(self.add_unlimited_leaf(name)),
             UndeclaredQueues::Reject => None,
+            UndeclaredQueues::CatchAll(leaf) => self.find(leaf).filter(|&q| self.is_leaf(q)),
+        }
+    }
+
+    /// The leaf a gang that already runs is charged to: its queue, or (when the queue is gone or
+    /// no longer a leaf) an unlimited leaf of that name's own, so that what runs stays counted.
+    pub fn keep(&mut self, name: &str) -> QueueIdx {
+        match self.find(name) {
+            Some(q) if self.is_leaf(q) => q,
+            Some(_) => {
+                let kept = format!("{name} (running)");
+                match self.find(&kept) {
+                    Some(q) => q,
+                    None => self.add_unlimited_leaf(&kept),
+                }
+            }
+            None => self.resolve(name).unwrap_or_else(|| self.add_unlimited_leaf(name)),
         }
     }
 

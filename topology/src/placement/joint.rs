@@ -87,6 +87,7 @@ impl JointRequest {
             pod: s.pod,
             constraint: LevelConstraint { top_depth: top, preferred_depth: None, slice: s.slice },
             flavor: None,
+            hosts: crate::HostClass::DEFAULT,
         }
     }
 

@@ -32,6 +32,9 @@ pub struct PlacementRequest {
     pub constraint: LevelConstraint,
     /// Only hosts of this GPU flavor (see [`Topology::flavor_id`]); `None` for any host.
     pub flavor: Option<u16>,
+    /// Only hosts this eligibility class admits (see [`crate::Cluster::class_of`]); placement
+    /// functions that take free capacities directly are handed the class's.
+    pub hosts: crate::HostClass,
 }
 
 impl PlacementRequest {
@@ -136,6 +139,13 @@ pub(crate) struct Scratch {
 impl Scratch {
     pub(crate) fn new(domains: usize, host_depth: u8) -> Scratch {
         Scratch { greedy: greedy::Scratch::new(domains, host_depth), exact: exact::Scratch::default() }
+    }
+
+    /// Grows the buffers to a cluster that gained domains.
+    pub(crate) fn fit(&mut self, domains: usize, host_depth: u8) {
+        if self.greedy.fits.len() < domains {
+            self.greedy = greedy::Scratch::new(domains, host_depth);
+        }
     }
 }
 

@@ -11,7 +11,13 @@ pub fn cluster(yaml: impl AsRef<str>) -> Cluster {
 
 pub fn request(c: &Cluster, pods: u32, gpus: u64, topology: &str) -> PlacementRequest {
     let constraint = c.topology().resolve(&topology.parse::<TopologyRequest>().unwrap()).unwrap();
-    PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None }
+    PlacementRequest {
+        pods,
+        pod: Resources::gpus(gpus),
+        constraint,
+        flavor: None,
+        hosts: trainyard_topology::HostClass::DEFAULT,
+    }
 }
 
 /// A random tree with 1-3 levels above the hosts and up to 12 hosts, with random usage.

@@ -10,6 +10,8 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::{Error, InputError, ResolvedSpec, Resources, Result, TopologyRequest};
 
+mod live;
+
 /// Index of a domain (any level, including hosts and the cluster root).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DomainId(pub u32);
@@ -73,15 +75,25 @@ pub struct Topology {
     host_of: Vec<u32>,
     depth: Vec<u8>,
     capacity: Vec<Resources>,
-    /// Distinct GPU flavors, sorted; `host_flavor` indexes into it.
+    /// Distinct GPU flavors: sorted at build, then in order of appearance (ids never move);
+    /// `host_flavor` indexes into it.
     flavors: Vec<String>,
     host_flavor: Vec<u16>,
+    /// Every live domain but the root by its path of names; looked up only, never iterated.
+    by_path: HashMap<Vec<String>, u32>,
+    /// Vertices and host slots of removed domains and hosts, reused by later additions.
+    free_domains: Vec<u32>,
+    free_hosts: Vec<u32>,
+    live_hosts: usize,
 }
 
 /// No flavor.
-const NO_FLAVOR: u16 = u16::MAX;
+pub(crate) const NO_FLAVOR: u16 = u16::MAX;
 
-const NO_PARENT: u32 = u32::MAX;
+pub(crate) const NO_PARENT: u32 = u32::MAX;
+
+/// Depth of a removed domain's vertex: no level has it, so searches by depth never see it.
+pub(crate) const DEAD_DEPTH: u8 = u8::MAX;
 
 impl Topology {
     /// Builds the tree from a validated description.
@@ -90,6 +102,15 @@ impl Topology {
         let root = graph.add_node(Domain { name: spec.name.clone(), depth: 0 });
         // Looked up by path only, never iterated, so the HashMap cannot leak its order.
         let mut by_path: HashMap<&[String], NodeIndex> = HashMap::new();
+        if let Some(node) = spec.nodes.iter().find(|n| n.path.len() != spec.levels.len()) {
+            let message = format!(
+                "node `{}` has {} path parts for {} levels",
+                node.path.join("/"),
+                node.path.len(),
+                spec.levels.len()
+            );
+            return Err(InputError::invalid(&spec.name, None, "nodes", message).into());
+        }
         let mut host_nodes = Vec::with_capacity(spec.nodes.len());
         let mut host_capacity = Vec::with_capacity(spec.nodes.len());
         for node in &spec.nodes {
@@ -131,6 +152,7 @@ impl Topology {
             .map(|n| n.flavor.as_ref().and_then(|f| flavors.binary_search(f).ok()).map_or(NO_FLAVOR, |i| i as u16))
             .collect();
         let mut capacity = vec![Resources::ZERO; n];
+        let by_path_owned = by_path.iter().map(|(k, v)| (k.to_vec(), v.index() as u32)).collect();
         let mut topo = Topology {
             levels: spec.levels.clone(),
             graph,
@@ -142,6 +164,10 @@ impl Topology {
             capacity: Vec::new(),
             flavors,
             host_flavor,
+            by_path: by_path_owned,
+            free_domains: Vec::new(),
+            free_hosts: Vec::new(),
+            live_hosts: spec.nodes.len(),
         };
         for (h, cap) in topo.hosts.iter().zip(&host_capacity) {
             let mut d = *h;
@@ -159,14 +185,14 @@ impl Topology {
         Ok(topo)
     }
 
-    /// The GPU flavors of the cluster's nodes, sorted.
+    /// The GPU flavors of the cluster's nodes: sorted when built, later ones appended.
     pub fn flavors(&self) -> &[String] {
         &self.flavors
     }
 
     /// Index of a flavor by name.
     pub fn flavor_id(&self, name: &str) -> Option<u16> {
-        self.flavors.binary_search_by(|f| f.as_str().cmp(name)).ok().map(|i| i as u16)
+        self.flavors.iter().position(|f| f == name).map(|i| i as u16)
     }
 
     /// A host's flavor, if it has one.
@@ -201,12 +227,35 @@ impl Topology {
 
     /// Number of hosts.
     pub fn host_count(&self) -> usize {
+        self.live_hosts
+    }
+
+    /// One past the largest host id in use: the length of arrays indexed by host.
+    pub fn host_slots(&self) -> usize {
         self.hosts.len()
     }
 
-    /// Every host, in declaration order.
-    pub fn hosts(&self) -> impl ExactSizeIterator<Item = HostId> + '_ {
-        (0..self.hosts.len() as u32).map(HostId)
+    /// Every host, in id order (declaration order for a built cluster).
+    pub fn hosts(&self) -> impl Iterator<Item = HostId> + '_ {
+        self.hosts.iter().enumerate().filter(|(_, d)| **d != NO_PARENT).map(|(h, _)| HostId(h as u32))
+    }
+
+    /// Whether `host` names a host of the cluster (not a removed one).
+    pub fn is_host(&self, host: HostId) -> bool {
+        self.hosts.get(host.0 as usize).is_some_and(|d| *d != NO_PARENT)
+    }
+
+    /// The domain at `path` (names from the outermost level down), if it exists.
+    pub fn find(&self, path: &[String]) -> Option<DomainId> {
+        if path.is_empty() {
+            return Some(DomainId::ROOT);
+        }
+        self.by_path.get(path).map(|&d| DomainId(d))
+    }
+
+    /// The host at `path` (one name per level, the host's last), if it exists.
+    pub fn find_host(&self, path: &[String]) -> Option<HostId> {
+        self.find(path).and_then(|d| self.as_host(d))
     }
 
     /// The domain vertex of a host.
@@ -271,11 +320,6 @@ impl Topology {
     /// Aggregated capacity of every domain, indexed by domain.
     pub(crate) fn capacities(&self) -> &[Resources] {
         &self.capacity
-    }
-
-    /// Raw parent array (root has `u32::MAX`).
-    pub(crate) fn parents(&self) -> &[u32] {
-        &self.parent
     }
 
     /// The ancestor of `d` at `depth` (or `d` itself).

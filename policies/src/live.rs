@@ -1,0 +1,157 @@
+//! The engine follows a live cluster: hosts come, change and go, other pods take and give back
+//! capacity, and the quota tree is replaced, each change applied in place (O(depth) per host
+//! change, O(gangs) for a new quota tree) while every gang, the fair-share history, backoffs
+//! and lost-host times stay. Nothing here rebuilds the engine.
+
+use trainyard_topology::{HostId, HostSpec, Placement, Removal, Resources};
+
+use crate::engine::GangState;
+use crate::quota_tree::{FairShare, QuotaTree};
+use crate::{Engine, GangId, PolicyConfig, Result, Unschedulable};
+
+impl Engine {
+    /// Adds a host (a node joined, or a removed one that gangs still held came back).
+    pub fn add_host(&mut self, spec: HostSpec, now: u64) -> Result<HostId> {
+        let had_flavors = self.cluster.topology().flavors().len();
+        let h = self.cluster.add_host(spec)?;
+        if self.cluster.topology().flavors().len() != had_flavors {
+            self.refresh_flavors();
+        }
+        self.refresh_host(h, now);
+        self.dirty = true;
+        Ok(h)
+    }
+
+    /// Brings a host to `spec` (labels, taints, capacity, readiness); its gangs stay on it.
+    pub fn update_host(&mut self, host: HostId, spec: HostSpec, now: u64) -> Result<()> {
+        let had_flavors = self.cluster.topology().flavors().len();
+        self.cluster.update_host(host, spec)?;
+        if self.cluster.topology().flavors().len() != had_flavors {
+            self.refresh_flavors();
+        }
+        self.refresh_host(host, now);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Marks a host schedulable and ready, or not.
+    pub fn set_host_ready(&mut self, host: HostId, ready: bool, now: u64) -> Result<()> {
+        self.cluster.set_ready(host, ready)?;
+        self.refresh_host(host, now);
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Removes a host. Gangs on it keep it charged (and it is offered to nobody) until they end
+    /// or move off it; it is lost to them from `now`.
+    pub fn remove_host(&mut self, host: HostId, now: u64) -> Result<Removal> {
+        let removal = self.cluster.remove_host(host)?;
+        self.refresh_host(host, now);
+        self.dirty = true;
+        Ok(removal)
+    }
+
+    /// Charges usage of pods trainyard does not place on a host.
+    pub fn charge_foreign(&mut self, host: HostId, amount: Resources) -> Result<()> {
+        self.cluster.charge_foreign(host, amount)?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Releases usage charged by [`Engine::charge_foreign`].
+    pub fn release_foreign(&mut self, host: HostId, amount: Resources) -> Result<()> {
+        self.cluster.release_foreign(host, amount)?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Hosts dropped from the cluster since the last call (removed hosts their gangs released).
+    pub fn take_reaped_hosts(&mut self) -> Vec<HostId> {
+        self.cluster.take_reaped()
+    }
+
+    /// Replaces the policy (queues, quotas and every setting) in place. Running gangs stay and
+    /// are charged to their queues in the new tree (a queue that went keeps its running gangs
+    /// in an unlimited leaf of its name); the fair-share history of queues that stay is kept.
+    /// Pending gangs whose queue went or whose gang now exceeds its queue's ceiling leave the
+    /// engine and are returned with the reason.
+    pub fn replace_policy(&mut self, mut config: PolicyConfig) -> Result<Vec<(GangId, Unschedulable)>> {
+        config.resolve_topology(self.cluster.topology())?;
+        let old_tree = std::mem::replace(&mut self.quotas, QuotaTree::new(&config));
+        let now = self.fair_share.last().unwrap_or(0);
+        let mut history =
+            FairShare::new(config.fair_sharing.enabled.then_some(config.fair_sharing.half_life_s).flatten());
+        history.carry_over(&self.fair_share, &old_tree, &self.quotas, now);
+        self.fair_share = history;
+        self.fair =
+            config.fair_sharing.enabled.then_some(crate::FairSharing { half_life_s: config.fair_sharing.half_life_s });
+        self.apply_settings(&config);
+        self.config = config;
+        self.refresh_flavors();
+        let ids: Vec<GangId> = self.gangs.keys().copied().collect();
+        let mut dropped = Vec::new();
+        self.running_by_queue.clear();
+        for id in ids {
+            let gang = &self.gangs[&id];
+            let (name, total, priority) =
+                (gang.request.queue.clone(), gang.request.shape.total(), gang.request.priority);
+            match gang.state {
+                GangState::Running { .. } => {
+                    let q = self.quotas.keep(&name);
+                    self.quotas.charge(q, total);
+                    self.running_by_queue.entry(q).or_default().insert((priority, id));
+                    self.gangs.get_mut(&id).expect("listed").queue = q;
+                }
+                GangState::Pending { .. } => match self.quotas.resolve(&name) {
+                    None => dropped.push((id, Unschedulable::UnknownQueue { queue: name })),
+                    Some(q) if !self.quotas.ceiling(q).covers(&total) => {
+                        let nominal_gpus = self.quotas.ceiling(q).gpus;
+                        dropped.push((
+                            id,
+                            Unschedulable::ExceedsQuota { queue: name, requested_gpus: total.gpus, nominal_gpus },
+                        ));
+                    }
+                    Some(q) => self.gangs.get_mut(&id).expect("listed").queue = q,
+                },
+            }
+        }
+        for (id, _) in &dropped {
+            self.cancel_pending(*id)?;
+        }
+        self.never_fits.clear();
+        self.dirty = true;
+        self.changed.extend(self.pending.values().copied());
+        Ok(dropped)
+    }
+
+    /// The flavor each queue is bound to, looked up again (a node brought a new flavor, or the
+    /// policy changed), and the pending gangs' requests with it.
+    fn refresh_flavors(&mut self) {
+        self.flavor_of = crate::engine::flavors_of(&self.config, self.cluster.topology());
+        for gang in self.gangs.values_mut() {
+            if matches!(gang.state, GangState::Pending { .. }) {
+                gang.placement_request.flavor = self.flavor_of.get(&gang.request.queue).copied();
+            }
+        }
+    }
+
+    /// A running gang moved `from` one host to its new `placement` (the cluster is charged already).
+    pub(crate) fn move_running(&mut self, id: GangId, from: HostId, placement: &Placement) {
+        if let Some(set) = self.on_host.get_mut(&from) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.on_host.remove(&from);
+            }
+        }
+        for (h, _) in placement.per_host() {
+            self.on_host.entry(h).or_default().insert(id);
+        }
+        if let Some(gang) = self.gangs.get_mut(&id)
+            && let GangState::Running { placement: p, .. } = &mut gang.state
+        {
+            *p = placement.clone();
+        }
+        self.touch(id);
+        self.dirty = true;
+    }
+}

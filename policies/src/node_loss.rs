@@ -1,0 +1,170 @@
+//! Hosts lost under running gangs: which gangs lost which hosts since when, and the policy's
+//! action once a host has stayed lost past the grace (see `config/node_loss.rs`).
+//!
+//! A host is lost to a gang when it is no longer usable (cordoned, not ready, removed) or when
+//! it carries a `NoExecute` taint the gang does not tolerate (its pods are being evicted). The
+//! gang keeps the host charged either way until it ends, is requeued, or moves off it.
+
+use trainyard_topology::{HostId, PlacementFailure, PlacementRequest};
+
+use crate::engine::{Cycle, GangState, NodeLoss, Replacement};
+use crate::{Engine, GangId, NodeLossAction, PendingReason, Result};
+
+impl Engine {
+    /// Hosts a running gang has lost, with the time each was lost (none for a healthy gang).
+    pub fn lost_hosts(&self, id: GangId) -> Vec<(HostId, u64)> {
+        self.lost.get(&id).map(|m| m.iter().map(|(h, t)| (*h, *t)).collect()).unwrap_or_default()
+    }
+
+    /// Running gangs that have lost hosts, by id.
+    pub fn gangs_with_lost_hosts(&self) -> impl Iterator<Item = GangId> + '_ {
+        self.lost.keys().copied()
+    }
+
+    /// Whether `host` is lost to running gang `id`.
+    fn lost_to(&self, id: GangId, host: HostId) -> bool {
+        if !self.cluster.topology().is_host(host) || !self.cluster.usable(host) {
+            return true;
+        }
+        let class = self.gangs[&id].placement_request.hosts;
+        let filter = self.cluster.class_filter(class);
+        self.cluster.host_attrs(host).is_some_and(|attrs| filter.evicted_from(attrs).is_some())
+    }
+
+    /// Looks again at a running gang's hosts at `now`.
+    pub(crate) fn refresh_lost(&mut self, id: GangId, now: u64) {
+        let Some(GangState::Running { placement, .. }) = self.gangs.get(&id).map(|g| &g.state) else { return };
+        let hosts: Vec<HostId> = placement.per_host().into_iter().map(|(h, _)| h).collect();
+        for h in hosts {
+            self.refresh_lost_host(id, h, now);
+        }
+    }
+
+    /// Looks again at every running gang on `host` at `now`.
+    pub(crate) fn refresh_host(&mut self, host: HostId, now: u64) {
+        let gangs: Vec<GangId> = self.gangs_on(host).collect();
+        for id in gangs {
+            self.refresh_lost_host(id, host, now);
+        }
+    }
+
+    fn refresh_lost_host(&mut self, id: GangId, host: HostId, now: u64) {
+        let lost = self.lost_to(id, host);
+        let changed = match (lost, self.lost.get_mut(&id)) {
+            // A host that stays lost keeps the time it was first lost.
+            (true, Some(hosts)) => hosts.insert(host, now).map(|since| hosts.insert(host, since)).is_none(),
+            (true, None) => {
+                self.lost.insert(id, [(host, now)].into());
+                true
+            }
+            (false, Some(hosts)) => {
+                let was = hosts.remove(&host).is_some();
+                if hosts.is_empty() {
+                    self.lost.remove(&id);
+                }
+                was
+            }
+            (false, None) => false,
+        };
+        if changed {
+            self.touch(id);
+            self.dirty = true;
+        }
+    }
+
+    /// The earliest time a lost host's grace runs out, when the policy acts on lost hosts.
+    pub(crate) fn lost_due(&self) -> Option<u64> {
+        if self.config.node_loss.action == NodeLossAction::Wait {
+            return None;
+        }
+        let grace = self.config.node_loss.grace_s;
+        self.lost.values().flat_map(|m| m.values()).min().map(|&t| t.saturating_add(grace))
+    }
+
+    /// Requeues or moves the running gangs whose lost hosts' grace ran out by `now`.
+    pub(crate) fn act_on_lost_hosts(&mut self, now: u64, cycle: &mut Cycle) -> Result<()> {
+        let policy = self.config.node_loss;
+        if policy.action == NodeLossAction::Wait {
+            return Ok(());
+        }
+        let due: Vec<(GangId, Vec<HostId>)> = self
+            .lost
+            .iter()
+            .map(|(id, hosts)| {
+                let expired: Vec<HostId> =
+                    hosts.iter().filter(|(_, t)| t.saturating_add(policy.grace_s) <= now).map(|(h, _)| *h).collect();
+                (*id, expired)
+            })
+            .filter(|(_, hosts)| !hosts.is_empty())
+            .collect();
+        for (id, hosts) in due {
+            let replaced = policy.action == NodeLossAction::Replace && self.replace_hosts(id, &hosts, now, cycle)?;
+            if !replaced {
+                self.requeue_lost(id, hosts, now, cycle)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn requeue_lost(&mut self, id: GangId, hosts: Vec<HostId>, now: u64, cycle: &mut Cycle) -> Result<()> {
+        self.unrun(id, now)?;
+        let names = hosts.iter().map(|&h| self.host_label(h)).collect();
+        self.set_status(id, PendingReason::NodeLost { hosts: names }, None);
+        cycle.requeued.push(NodeLoss { gang: id, hosts });
+        Ok(())
+    }
+
+    /// A host's name for messages (`#n` once it left the cluster).
+    pub(crate) fn host_label(&self, host: HostId) -> String {
+        let topo = self.cluster.topology();
+        if topo.is_host(host) { topo.host_name(host).to_string() } else { format!("#{}", host.0) }
+    }
+
+    /// Moves the pods of each lost host to free hosts inside the gang's required domain (the
+    /// smallest domain holding the gang first). All or nothing: `false` leaves the gang as it was.
+    fn replace_hosts(&mut self, id: GangId, lost: &[HostId], now: u64, cycle: &mut Cycle) -> Result<bool> {
+        let gang = &self.gangs[&id];
+        let GangState::Running { placement, .. } = &gang.state else { return Ok(false) };
+        let (mut placement, request) = (placement.clone(), gang.placement_request);
+        let topo = self.cluster.topology();
+        let top = topo.ancestor_at(placement.domain, request.constraint.top_depth.min(placement.depth));
+        let txn = self.cluster.begin();
+        let mut moves = Vec::new();
+        for &host in lost {
+            let pods = placement.hosts.iter().filter(|&&h| h == host).count() as u32;
+            let single = PlacementRequest {
+                pods,
+                constraint: trainyard_topology::LevelConstraint { slice: None, ..request.constraint },
+                ..request
+            };
+            let found: std::result::Result<_, PlacementFailure> = self.cluster.place_within(&single, top);
+            let Ok(found) = found else {
+                self.cluster.rollback(txn);
+                return Ok(false);
+            };
+            if self.cluster.allocate_placement(&found, request.pod).is_err() {
+                self.cluster.rollback(txn);
+                return Ok(false);
+            }
+            moves.push((host, found.hosts));
+        }
+        self.cluster.commit(txn);
+        // The new hosts are charged; now the lost ones are released and the placement rewritten.
+        for (host, with) in moves {
+            let pods = with.len() as u64;
+            let amount = request.pod.checked_mul(pods).unwrap_or(request.pod);
+            self.cluster.release(host, amount)?;
+            let mut fresh = with.into_iter();
+            for h in placement.hosts.iter_mut().filter(|h| **h == host) {
+                *h = fresh.next().expect("as many new hosts as pods moved");
+            }
+            let hosts = std::mem::take(&mut placement.hosts);
+            placement = self.cluster.recorded_placement(request.pod, hosts).expect("a gang has pods");
+            self.move_running(id, host, &placement);
+            cycle.replaced.push(Replacement { gang: id, lost: host, placement: placement.clone() });
+        }
+        self.refresh_lost(id, now);
+        self.cluster.reap();
+        Ok(true)
+    }
+}

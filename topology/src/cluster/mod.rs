@@ -1,0 +1,390 @@
+//! A cluster's live free capacity over its topology, with transactions for tentative work.
+//!
+//! Each host keeps what gangs use on it, what pods trainyard does not place use on it
+//! ("foreign" usage), whether it is usable (schedulable, ready, not removed) and the labels and
+//! taints eligibility is decided on. A host's free capacity is its capacity less both usages
+//! (never below zero); every domain sums the free capacity of the usable hosts below it, so a
+//! change to one host costs O(depth) per view. Besides that base view, each eligibility class
+//! (one per distinct [`HostFilter`]) that excludes some usable host keeps its own sums.
+//! While a transaction is open, gang allocations are journaled; rolling back replays the journal
+//! backwards, so a gang that does not fully fit leaves no trace.
+
+mod classes;
+mod live;
+
+pub use classes::HostClass;
+pub use live::{CanonicalHost, HostSpec, Removal};
+
+use classes::Classes;
+
+use crate::eligibility::{HostAttrs, HostFilter};
+use crate::placement::{
+    self, CostModel, Explanation, JointOptions, JointPlacement, JointRequest, Placement, PlacementFailure,
+    PlacementPolicy, PlacementRequest, SearchPath,
+};
+use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
+
+/// A mark in the journal; pass it back to [`Cluster::rollback`] or [`Cluster::commit`].
+#[derive(Debug)]
+#[must_use = "a transaction must be committed or rolled back"]
+pub struct Txn {
+    journal_len: usize,
+    /// The free-capacity epoch when it opened: tentative releases rolled back move nothing.
+    epoch: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    Allocated(HostId, Resources),
+    Released(HostId, Resources),
+}
+
+/// What the cluster knows of one host besides its place in the tree.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct HostState {
+    /// Taken by gangs.
+    pub(crate) used: Resources,
+    /// Taken by pods trainyard did not place.
+    pub(crate) foreign: Resources,
+    /// Schedulable and ready.
+    pub(crate) ready: bool,
+    /// Removed from the cluster, but kept while gangs still hold it.
+    pub(crate) gone: bool,
+    /// What eligibility is decided on.
+    pub(crate) attrs: HostAttrs,
+}
+
+impl HostState {
+    fn usable(&self) -> bool {
+        self.ready && !self.gone
+    }
+}
+
+/// Topology plus free capacity per domain.
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    topo: Topology,
+    hosts: Vec<HostState>,
+    /// Free capacity of the usable hosts below each domain.
+    free: Vec<Resources>,
+    classes: Classes,
+    journal: Vec<Change>,
+    open_txns: usize,
+    scratch: placement::Scratch,
+    policy: PlacementPolicy,
+    model: CostModel,
+    /// Bumped whenever free capacity may have grown for some gang (a release, a host added or
+    /// usable again, foreign usage released, capacity raised): a gang that did not fit at the
+    /// same epoch still does not.
+    epoch: u64,
+    /// Bumped whenever what could ever fit changes (hosts, capacities, labels, taints).
+    generation: u64,
+    /// Removed hosts that gangs held, now free of them and dropped (drained by [`Cluster::take_reaped`]).
+    reaped: Vec<HostId>,
+}
+
+impl Cluster {
+    /// An empty cluster (everything free and usable) over a topology.
+    pub fn new(topo: Topology) -> Cluster {
+        let free = topo.capacities().to_vec();
+        let scratch = placement::Scratch::new(topo.domain_count(), topo.host_depth());
+        let hosts = (0..topo.host_slots()).map(|_| HostState { ready: true, ..HostState::default() }).collect();
+        let classes = Classes::new(topo.host_slots());
+        Cluster {
+            topo,
+            hosts,
+            free,
+            classes,
+            journal: Vec::new(),
+            open_txns: 0,
+            scratch,
+            policy: PlacementPolicy::default(),
+            model: CostModel::default(),
+            epoch: 0,
+            generation: 0,
+            reaped: Vec::new(),
+        }
+    }
+
+    /// Chooses how [`Cluster::place`] maps gangs onto hosts.
+    pub fn set_placement_policy(&mut self, policy: PlacementPolicy) {
+        self.policy = policy;
+    }
+
+    /// The policy [`Cluster::place`] uses.
+    pub fn placement_policy(&self) -> PlacementPolicy {
+        self.policy
+    }
+
+    /// The cost model placements are judged by.
+    pub fn cost_model(&self) -> &CostModel {
+        &self.model
+    }
+
+    /// Free capacity of every domain (usable hosts), indexed by domain.
+    pub fn free_all(&self) -> &[Resources] {
+        &self.free
+    }
+
+    /// Parses, validates and builds a cluster from YAML.
+    pub fn from_yaml(text: &str, source_name: &str) -> Result<Cluster> {
+        let spec = ClusterSpec::from_yaml(text, source_name)?.resolve(source_name)?;
+        Ok(Cluster::new(Topology::build(&spec)?))
+    }
+
+    /// The tree.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Free capacity of any domain, over its usable hosts.
+    pub fn free(&self, d: DomainId) -> Resources {
+        self.free[d.0 as usize]
+    }
+
+    /// Free capacity of a domain for gangs of `class`: its usable hosts the class admits.
+    pub fn free_for(&self, class: HostClass, d: DomainId) -> Resources {
+        self.classes.free(class, &self.free)[d.0 as usize]
+    }
+
+    /// Free capacity of one host (zero while it is not usable).
+    pub fn host_free(&self, host: HostId) -> Resources {
+        self.free(self.topo.host_domain(host))
+    }
+
+    /// Free capacity of the whole cluster.
+    pub fn total_free(&self) -> Resources {
+        self.free[0]
+    }
+
+    /// Capacity of the whole cluster (every host, usable or not).
+    pub fn total_capacity(&self) -> Resources {
+        self.topo.capacity(DomainId::ROOT)
+    }
+
+    /// How many pods of this shape the free capacity holds, host by host, cluster wide.
+    pub fn fit_count(&self, pod: &Resources) -> u64 {
+        self.topo.hosts().fold(0u64, |acc, h| acc.saturating_add(self.host_free(h).fit_count(pod)))
+    }
+
+    /// What gangs hold on a host.
+    pub fn host_used(&self, host: HostId) -> Resources {
+        self.hosts[host.0 as usize].used
+    }
+
+    /// The free-capacity epoch: it moves whenever some gang might fit that did not before.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The structure generation: it moves whenever what could ever fit may have changed.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Takes `amount` from a host for a gang; it must be free.
+    pub fn allocate(&mut self, host: HostId, amount: Resources) -> Result<()> {
+        let free = self.host_free(host);
+        if !free.covers(&amount) {
+            return Err(Error::Overcommit { host: self.topo.host_name(host).to_string(), free, asked: amount });
+        }
+        self.shift_used(host, amount, true);
+        if self.open_txns > 0 {
+            self.journal.push(Change::Allocated(host, amount));
+        }
+        Ok(())
+    }
+
+    /// Gives back `amount` a gang held on a host.
+    pub fn release(&mut self, host: HostId, amount: Resources) -> Result<()> {
+        let state = &self.hosts[host.0 as usize];
+        if !state.used.covers(&amount) {
+            let capacity = self.topo.host_capacity(host);
+            return Err(Error::OverRelease { host: self.topo.host_name(host).to_string(), capacity, released: amount });
+        }
+        self.shift_used(host, amount, false);
+        if self.open_txns > 0 {
+            self.journal.push(Change::Released(host, amount));
+        }
+        Ok(())
+    }
+
+    fn shift_used(&mut self, host: HostId, amount: Resources, take: bool) {
+        self.modify_host(host, |s| {
+            s.used = if take {
+                s.used.checked_add(&amount).expect("usage fits in u64")
+            } else {
+                s.used.checked_sub(&amount).expect("checked by the caller")
+            };
+        });
+    }
+
+    /// Allocates every pod of a placement, all or nothing.
+    pub fn allocate_placement(&mut self, placement: &Placement, pod: Resources) -> Result<()> {
+        let txn = self.begin();
+        for (host, count) in placement.per_host() {
+            if let Err(e) = self.allocate(host, times(pod, count)) {
+                self.rollback(txn);
+                return Err(e);
+            }
+        }
+        self.commit(txn);
+        Ok(())
+    }
+
+    /// Charges every pod of a placement whether or not it fits: pods that already run there (a
+    /// restarted scheduler taking back its gangs) hold their hosts even when other usage arrived
+    /// meanwhile. Hosts whose usage then exceeds their capacity are listed by
+    /// [`Cluster::overcommitted`].
+    pub fn charge_placement(&mut self, placement: &Placement, pod: Resources) {
+        for (host, count) in placement.per_host() {
+            self.shift_used(host, times(pod, count), true);
+        }
+    }
+
+    /// Releases every pod of a placement, all or nothing.
+    pub fn release_placement(&mut self, placement: &Placement, pod: Resources) -> Result<()> {
+        let txn = self.begin();
+        for (host, count) in placement.per_host() {
+            if let Err(e) = self.release(host, times(pod, count)) {
+                self.rollback(txn);
+                return Err(e);
+            }
+        }
+        self.commit(txn);
+        Ok(())
+    }
+
+    /// Opens a (possibly nested) transaction.
+    pub fn begin(&mut self) -> Txn {
+        self.open_txns += 1;
+        Txn { journal_len: self.journal.len(), epoch: self.epoch }
+    }
+
+    /// Undoes every change since `txn` was opened.
+    pub fn rollback(&mut self, txn: Txn) {
+        while self.journal.len() > txn.journal_len {
+            match self.journal.pop().expect("length checked") {
+                Change::Allocated(h, r) => self.shift_used(h, r, false),
+                Change::Released(h, r) => self.shift_used(h, r, true),
+            }
+        }
+        self.epoch = txn.epoch;
+        self.close(txn);
+    }
+
+    /// Keeps every change since `txn` was opened.
+    pub fn commit(&mut self, txn: Txn) {
+        self.close(txn);
+    }
+
+    fn close(&mut self, _txn: Txn) {
+        self.open_txns = self.open_txns.checked_sub(1).expect("more transactions closed than opened");
+        if self.open_txns == 0 {
+            self.journal.clear();
+        }
+    }
+
+    /// The eligibility class of gangs whose pods carry `filter`, registered once per distinct
+    /// filter and kept while some gang holds it ([`Cluster::release_class`] gives it back).
+    /// Costs O(hosts) the first time a filter is seen.
+    pub fn class_of(&mut self, filter: &HostFilter) -> HostClass {
+        self.classes.acquire(filter, &self.topo, &self.hosts, &self.free)
+    }
+
+    /// One holder of `class` is done with it; the class goes when the last one is.
+    pub fn release_class(&mut self, class: HostClass) {
+        self.classes.release(class);
+    }
+
+    /// Whether gangs of `class` may be placed on `host` (by its labels and taints; usability aside).
+    pub fn admits(&self, class: HostClass, host: HostId) -> bool {
+        self.classes.admits(class, host)
+    }
+
+    /// The filter of a class.
+    pub fn class_filter(&self, class: HostClass) -> &HostFilter {
+        self.classes.filter(class)
+    }
+
+    /// Finds where a gang would go now under the cluster's policy, without allocating anything.
+    pub fn place(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
+        self.place_with(self.policy, request)
+    }
+
+    /// Finds where a gang would go now under `policy`, without allocating anything.
+    pub fn place_with(
+        &mut self,
+        policy: PlacementPolicy,
+        request: &PlacementRequest,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+        let free = self.classes.free(request.hosts, &self.free);
+        placement::place(&self.topo, free, request, policy, &self.model, &mut self.scratch)
+    }
+
+    /// Finds room for a gang inside the subtree of `domain` only (greedy), without allocating:
+    /// how a running gang's lost host is replaced inside its domain.
+    pub fn place_within(
+        &mut self,
+        request: &PlacementRequest,
+        domain: DomainId,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+        let free = self.classes.free(request.hosts, &self.free);
+        placement::greedy::place_under(&self.topo, free, request, domain, &self.model, &mut self.scratch.greedy)
+    }
+
+    /// The labels and taints a host was last given, if it is part of the cluster.
+    pub fn host_attrs(&self, host: HostId) -> Option<&HostAttrs> {
+        self.topo.is_host(host).then(|| &self.hosts[host.0 as usize].attrs)
+    }
+
+    /// Places a gang under `policy` without allocating, and explains the answer.
+    pub fn explain(
+        &mut self,
+        policy: PlacementPolicy,
+        request: &PlacementRequest,
+    ) -> std::result::Result<Explanation, PlacementFailure> {
+        self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+        let free = self.classes.free(request.hosts, &self.free);
+        placement::explain::explain(&self.topo, free, request, policy, &self.model, &mut self.scratch)
+    }
+
+    /// Finds where a gang of several pod sets would go now (greedy, then the exact model),
+    /// without allocating anything.
+    pub fn place_joint(
+        &mut self,
+        request: &JointRequest,
+        options: &JointOptions,
+    ) -> std::result::Result<JointPlacement, PlacementFailure> {
+        self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+        placement::joint::place(&self.topo, &self.free, request, &self.model, options, &mut self.scratch.greedy)
+    }
+
+    /// Finds where a gang would go on the empty cluster (every host of its class, usable or not,
+    /// with nothing running): `Err` means it can never run here as the cluster stands.
+    pub fn place_on_empty(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
+        self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+        let capacity = self.classes.capacity(request.hosts, &self.topo, &self.hosts, self.generation);
+        let (topo, model) = (&self.topo, &self.model);
+        placement::place(topo, capacity, request, PlacementPolicy::Greedy, model, &mut self.scratch)
+    }
+
+    /// The placement of pods already on `hosts` (one entry per pod), costed on the current free
+    /// capacity: how a restarted scheduler takes back what it decided before. `None` for no pods.
+    pub fn recorded_placement(&self, pod: Resources, hosts: Vec<HostId>) -> Option<Placement> {
+        if hosts.is_empty() {
+            return None;
+        }
+        Some(placement::greedy::finish(&self.topo, &self.free, pod, hosts, SearchPath::Recorded, &self.model))
+    }
+}
+
+/// `count` pods of `pod` (saturating: such a gang never fits anyway).
+fn times(pod: Resources, count: u32) -> Resources {
+    pod.checked_mul(u64::from(count)).unwrap_or(Resources { gpus: u64::MAX, ..Resources::ZERO })
+}
+
+#[cfg(test)]
+mod tests;
