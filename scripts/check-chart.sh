@@ -64,7 +64,13 @@ overlay() {
 }
 
 echo "== the chart passes"
-ok "defaults, Kubernetes 1.34" "${rbac[@]}" "$chart" 1.34.0
+ok "defaults, Kubernetes 1.34" "${rbac[@]}" --manifest "$work/defaults.yaml" "$chart" 1.34.0
+if grep -qF 'templates/dashboard-configmap.yaml' "$work/defaults.yaml"; then
+  echo "FAIL  defaults render the Grafana dashboard ConfigMap (grafanaDashboard.enabled is false)"
+  failed=$((failed + 1))
+else
+  passed=$((passed + 1))
+fi
 ok "defaults, Kubernetes 1.36" "${rbac[@]}" "$chart" 1.36.0
 ok "serviceMonitor.enabled=true" "${rbac[@]}" "$chart" 1.34.0 serviceMonitor.enabled=true
 ok "ci/servicemonitor-values.yaml" "${rbac[@]}" "$chart" 1.35.0 "$chart/ci/servicemonitor-values.yaml"
@@ -92,6 +98,32 @@ for want in '- --slurm' '- --slurm-poll=15' '- --slurm-cluster=hpc-a' '- name: S
     failed=$((failed + 1))
   fi
 done
+ok "ci/dashboard-values.yaml" "${rbac[@]}" --manifest "$work/dashboard.yaml" "$chart" 1.34.0 \
+  "$chart/ci/dashboard-values.yaml"
+# The ConfigMap carries the sidecar's label, the folder annotation, and the file byte for byte.
+if out=$("$py" - "$work/dashboard.yaml" "$chart/dashboards/trainyard.json" 2>&1 <<'EOF'
+import sys, yaml
+manifest, dashboard = sys.argv[1:]
+cms = [d for d in yaml.safe_load_all(open(manifest, encoding="utf-8"))
+       if d and d["kind"] == "ConfigMap" and d["metadata"]["name"] == "ci-trainyard-dashboard"]
+if len(cms) != 1:
+    sys.exit(f"{len(cms)} ConfigMap(s) ci-trainyard-dashboard rendered, want 1")
+meta, data = cms[0]["metadata"], cms[0].get("data") or {}
+if meta.get("namespace") != "monitoring":
+    sys.exit(f"namespace {meta.get('namespace')!r}, want 'monitoring'")
+if (meta.get("labels") or {}).get("grafana_dashboard") != "1":
+    sys.exit(f"labels {meta.get('labels')} lack grafana_dashboard: '1'")
+if meta.get("annotations") != {"grafana_folder": "trainyard"}:
+    sys.exit(f"annotations {meta.get('annotations')}, want grafana_folder: trainyard")
+if data.get("trainyard.json") != open(dashboard, encoding="utf-8").read().strip():
+    sys.exit(f"data trainyard.json differs from {dashboard}")
+EOF
+); then
+  passed=$((passed + 1))
+else
+  echo "FAIL  dashboard ConfigMap: $out"
+  failed=$((failed + 1))
+fi
 ok "both ci/ files merged" "${rbac[@]}" "$chart" 1.34.0 "$chart/ci/companion-values.yaml" \
   "$chart/ci/servicemonitor-values.yaml"
 ok "rbac.create=false, no ServiceAccount" "$chart" 1.34.0 rbac.create=false serviceAccount.create=false \
@@ -109,6 +141,9 @@ bites "slurm enabled without a URL" "at '/slurm/url'" "$chart" "$data/bad-slurm-
 bites "slurm enabled in companion mode" "at '/mode': value must be 'standalone'" "$chart" "$data/bad-slurm-companion.yaml"
 bites "root user, bad tag, unnamed ServiceAccount" \
   "at '/securityContext/runAsUser'|at '/image/tag'|at '/serviceAccount/name'" "$chart" "$data/bad-identity.yaml"
+bites "grafanaDashboard: enabled a string, misspelt key, numeric label value, chart label" \
+  "at '/grafanaDashboard/enabled': got string, want boolean|additional properties 'namespce' not allowed|at '/grafanaDashboard/labelValue': got number, want string|at '/grafanaDashboard/label': 'not' failed" \
+  "$chart" "$data/bad-dashboard.yaml"
 bites "one port for metrics and health" "metrics.port and health.port must differ" "$chart" "$data/bad-ports.yaml"
 bites "misspelt policy key" "invalid propertyName 'queus'" "$chart" "$data/bad-policy.yaml"
 bites "unknown Pod field (kubernetes-validate strict)" "Deployment/ci-trainyard|operatr" \

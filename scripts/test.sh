@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The project's whole test suite, as CI runs it: formatting, lints, the dependency rule of the
 # sans-IO core, every test of every crate, and the offline Kubernetes manifest checks (Helm chart
-# lint/render/validation and rendered JobSets/LeaderWorkerSets against upstream schemas), and the
-# Slurm bridge against a real local Slurm. Needs the Rust toolchain (cargo with rustfmt and clippy)
-# and python3; it installs the pinned Python tools into target/pyenv (scripts/python-env.sh) and,
-# on Debian, the Slurm packages (scripts/slurm/start.sh, as root or through sudo) on first use.
+# lint/render/validation and rendered JobSets/LeaderWorkerSets against upstream schemas), the
+# chart's Grafana dashboard against Grafana's published dashboard schema, and the Slurm bridge
+# against a real local Slurm. Needs the Rust toolchain (cargo with rustfmt and clippy), python3
+# and node with npm; it installs the pinned Python tools into target/pyenv (scripts/python-env.sh),
+# the pinned npm packages into target/dashboard-env (scripts/dashboard-env.sh) and, on Debian, the
+# Slurm packages (scripts/slurm/start.sh, as root or through sudo) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,6 +58,11 @@ fi
 
 step "helm chart: lint, render, validate (offline, real Helm SDK)"
 bash scripts/check-chart.sh
+
+step "Grafana dashboard against Grafana's dashboard schema"
+# Pinned @grafana/schema and the TypeScript compiler from npm (scripts/dashboard-env.sh), then
+# the lint, and the proof that both reject scripts/testdata/dashboard/bad.json.
+bash scripts/check-dashboard.sh
 
 step "Slurm bridge and the controller's Slurm queues against a real local Slurm (scripts/slurm/with-slurm.sh)"
 log=$(mktemp)
