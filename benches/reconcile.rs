@@ -210,6 +210,7 @@ fn inputs<'a>(
         gang_api: None,
         now,
         slurm: None,
+        arrival: None,
     }
 }
 
@@ -278,7 +279,7 @@ fn main() -> Result<(), String> {
     // Watch event -> gang intent and the loop's entry, as the scheduling loop builds them.
     let (intent_phase, intents) = Phase::each(&jobs, |job| {
         let (intent, runtime) = intent_of(job, &runtimes, &ctx);
-        let entry = job_entry(job, &intent, Mode::Standalone);
+        let entry = job_entry(job, &intent, Mode::Standalone, 0);
         (intent, runtime, entry)
     });
     if let Some((job, (Err(p), ..))) = jobs.iter().zip(&intents).find(|(_, (i, ..))| i.is_err()) {

@@ -45,9 +45,12 @@ pub struct ControllerArgs {
     /// Name of the Topology object describing the cluster's levels.
     #[arg(long, default_value = "default", value_name = "NAME")]
     pub topology: String,
-    /// Seconds between scheduling cycles.
+    /// Seconds between safety-net scheduling cycles (a change starts a cycle at once).
     #[arg(long, default_value_t = 1.0, value_name = "SECONDS")]
     pub cycle: f64,
+    /// TrainJob reconciles (admission records, launches) carried out at once.
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: u16,
     /// Address of the Prometheus endpoint (/metrics).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_bind: SocketAddr,
@@ -148,6 +151,7 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
         policy_name,
         topology: args.topology.clone(),
         cycle: Duration::from_secs_f64(args.cycle),
+        workers: args.workers,
         metrics_bind: args.metrics_bind,
         health_bind: args.health_bind,
         lease: args.leader_elect.then(|| LeaseLock {

@@ -160,6 +160,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
                 key: job.key(),
                 uid: job.metadata.uid.clone().unwrap_or_default(),
                 created: created_s(&job),
+                order: 0,
                 state: JobState::Waiting(intent.clone()),
             };
             let (decisions, _) = looped.cycle(std::slice::from_ref(&entry), created_s(&job));

@@ -99,6 +99,8 @@ pub struct Replacement {
     pub gang: GangId,
     /// The host it lost.
     pub lost: HostId,
+    /// The hosts that took the lost host's pods, one per pod, in the order of those pods.
+    pub with: Vec<HostId>,
     /// Its placement now (pod `i` on `placement.hosts[i]`, the lost host's pods moved).
     pub placement: Placement,
 }
@@ -192,6 +194,8 @@ pub struct Engine {
     pub(crate) dirty: bool,
     /// When the last full cycle ran.
     last_full: Option<u64>,
+    /// The last call to `schedule` ran a full cycle.
+    ran: bool,
     /// Gangs whose decision may have changed since the caller last asked.
     pub(crate) changed: BTreeSet<GangId>,
     /// Pending gangs waiting out a backoff, by the time they may start.
@@ -261,6 +265,7 @@ impl Engine {
             blanket: None,
             dirty: true,
             last_full: None,
+            ran: false,
             changed: BTreeSet::new(),
             backoffs: BTreeSet::new(),
             on_host: HashMap::new(),
@@ -326,6 +331,19 @@ impl Engine {
         self.pending_by_size.first().map(|k| &self.gangs[&k.4].request.shape)
     }
 
+    /// Whether the last [`Engine::schedule`] ran a full cycle (something had changed or was due).
+    pub fn cycle_ran(&self) -> bool {
+        self.ran
+    }
+
+    /// Where a running gang runs.
+    pub fn running_placement(&self, id: GangId) -> Option<&Placement> {
+        match &self.gangs.get(&id)?.state {
+            GangState::Running { placement, .. } => Some(placement),
+            GangState::Pending { .. } => None,
+        }
+    }
+
     /// Running gangs with their placement and start time, by id.
     pub fn running(&self) -> impl Iterator<Item = (GangId, &Placement, u64)> + '_ {
         self.gangs.iter().filter_map(|(id, g)| match &g.state {
@@ -351,10 +369,12 @@ impl Engine {
         self.advance(now)?;
         let mut cycle = Cycle::default();
         self.act_on_lost_hosts(now, &mut cycle)?;
+        self.ran = false;
         if !self.dirty && self.due().is_none_or(|due| now < due) {
             return Ok(cycle);
         }
         self.dirty = false;
+        self.ran = true;
         self.last_full = Some(now);
         while self.backoffs.first().is_some_and(|&(t, _)| t <= now) {
             self.backoffs.pop_first();

@@ -154,14 +154,14 @@ impl Engine {
             let pods = with.len() as u64;
             let amount = request.pod.checked_mul(pods).unwrap_or(request.pod);
             self.cluster.release(host, amount)?;
-            let mut fresh = with.into_iter();
+            let mut fresh = with.clone().into_iter();
             for h in placement.hosts.iter_mut().filter(|h| **h == host) {
                 *h = fresh.next().expect("as many new hosts as pods moved");
             }
             let hosts = std::mem::take(&mut placement.hosts);
             placement = self.cluster.recorded_placement(request.pod, hosts).expect("a gang has pods");
             self.move_running(id, host, &placement);
-            cycle.replaced.push(Replacement { gang: id, lost: host, placement: placement.clone() });
+            cycle.replaced.push(Replacement { gang: id, lost: host, with, placement: placement.clone() });
         }
         self.refresh_lost(id, now);
         self.cluster.reap();

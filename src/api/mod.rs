@@ -25,6 +25,9 @@ pub const PRIORITY_CLASS_LABEL: &str = "trainyard.io/priority-class";
 pub const ADMISSION_ANNOTATION: &str = "trainyard.io/admission";
 /// Finalizer that keeps a TrainJob until trainyard has released its quota.
 pub const FINALIZER: &str = "trainyard.io/finalizer";
+/// Annotation with the order in which trainyard first saw a TrainJob: FIFO ties between TrainJobs
+/// created in the same second go by it, across restarts.
+pub const ARRIVAL_ANNOTATION: &str = "trainyard.io/arrival";
 
 /// Kueue's annotation for a required topology level (a node label key), read from the TrainJob.
 pub const REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";

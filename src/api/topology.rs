@@ -58,6 +58,12 @@ pub struct Slice {
 }
 
 impl TopologySpec {
+    /// The levels every cluster has: hosts (and NVLink cliques where nodes carry them), for a
+    /// controller without a Topology object.
+    pub fn hosts_only() -> TopologySpec {
+        TopologySpec { levels: vec![], ..TopologySpec::default() }
+    }
+
     /// How the node reader turns labels into levels.
     pub fn node_list_options(&self) -> NodeListOptions {
         NodeListOptions {

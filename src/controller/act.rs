@@ -11,8 +11,9 @@ use trainyard_slurm::bridge::Bridge;
 
 use super::plan::Action;
 use super::pods::{HOSTNAME_LABEL, Ungate};
+use super::status_writer::{self, StatusWriter, Target};
 use super::workload::ObjectRef;
-use crate::api::{ADMISSION_ANNOTATION, FIELD_MANAGER, FINALIZER, TrainJob};
+use crate::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, FIELD_MANAGER, FINALIZER, TrainJob};
 
 /// Executes plan steps with one client (and the Slurm bridge, for Slurm queues).
 #[derive(Clone)]
@@ -20,6 +21,7 @@ pub struct Actor {
     client: Client,
     recorder: Recorder,
     slurm: Option<Bridge>,
+    status: Option<StatusWriter>,
 }
 
 /// Why a step failed.
@@ -28,6 +30,10 @@ pub enum ActError {
     /// The API server refused or failed a request; retried with backoff.
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
+    /// The TrainJob changed since it was read (its resourceVersion precondition failed): the
+    /// steps are planned again from what the server shows now, at once.
+    #[error("the TrainJob changed since it was read; planning again")]
+    Conflict,
     /// Slurm did not answer (or answered nonsense); retried with backoff.
     #[error("Slurm: {0}")]
     Slurm(SlurmError),
@@ -75,11 +81,25 @@ fn ignore_not_found<T>(r: Result<T, kube::Error>) -> Result<(), kube::Error> {
     }
 }
 
+/// A 409 on a write with a resourceVersion precondition: the object changed since it was read.
+fn conflict(e: kube::Error) -> ActError {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => ActError::Conflict,
+        other => ActError::Kube(other),
+    }
+}
+
 impl Actor {
     /// An actor reporting events as `trainyard` from `instance` (the pod name).
     pub fn new(client: Client, instance: Option<String>) -> Actor {
         let reporter = Reporter { controller: FIELD_MANAGER.to_string(), instance };
-        Actor { recorder: Recorder::new(client.clone(), reporter), client, slurm: None }
+        Actor { recorder: Recorder::new(client.clone(), reporter), client, slurm: None, status: None }
+    }
+
+    /// The same actor, handing TrainJob status to `writer` instead of writing it in line.
+    pub fn with_status_writer(mut self, writer: StatusWriter) -> Actor {
+        self.status = Some(writer);
+        self
     }
 
     /// The same actor, submitting Slurm gangs through `bridge`.
@@ -91,28 +111,42 @@ impl Actor {
     /// Carries out `actions` on `job` in order; the first failure stops the rest (they are planned
     /// again from what the server shows on the next reconcile).
     pub async fn run(&self, job: &TrainJob, actions: &[Action]) -> Result<(), ActError> {
+        let mut seen = job.metadata.resource_version.clone();
         for action in actions {
-            self.execute(job, action).await?;
+            self.execute_at(job, action, &mut seen).await?;
         }
         Ok(())
     }
 
     /// Carries out one step.
     pub async fn execute(&self, job: &TrainJob, action: &Action) -> Result<(), ActError> {
+        let mut seen = job.metadata.resource_version.clone();
+        self.execute_at(job, action, &mut seen).await
+    }
+
+    /// Carries out one step; `seen` is the TrainJob's resourceVersion as this reconcile last read
+    /// or wrote it, the precondition of the writes that commit a decision.
+    async fn execute_at(&self, job: &TrainJob, action: &Action, seen: &mut Option<String>) -> Result<(), ActError> {
         let ns = job.namespace().unwrap_or_default();
         let name = job.name_any();
         let jobs: Api<TrainJob> = Api::namespaced(self.client.clone(), &ns);
         match action {
-            Action::AddFinalizer => {
-                let patch = match &job.metadata.finalizers {
-                    None => json!([{"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]}]),
-                    Some(current) => json!([
-                        {"op": "test", "path": "/metadata/finalizers", "value": current},
-                        {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-                    ]),
-                };
-                jobs.patch(&name, &patch_params(), &Patch::Json::<()>(serde_json::from_value(patch).expect("a patch")))
-                    .await?;
+            Action::AddFinalizer { arrival } => {
+                // The whole list with the version it was read at: a concurrent change fails the
+                // patch instead of being overwritten.
+                let mut finalizers = job.finalizers().to_vec();
+                finalizers.push(FINALIZER.to_string());
+                let mut patch = json!({"metadata": {"resourceVersion": seen, "finalizers": finalizers}});
+                if let Some(n) = arrival {
+                    patch["metadata"]["annotations"] = json!({ARRIVAL_ANNOTATION: n.to_string()});
+                }
+                let written = jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await.map_err(conflict)?;
+                *seen = written.metadata.resource_version;
+            }
+            Action::MarkArrival(n) => {
+                let patch = json!({"metadata": {"annotations": {ARRIVAL_ANNOTATION: n.to_string()}}});
+                let written = jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await?;
+                *seen = written.metadata.resource_version;
             }
             Action::RemoveFinalizer => {
                 let Some(i) = job.finalizers().iter().position(|f| f == FINALIZER) else { return Ok(()) };
@@ -126,8 +160,10 @@ impl Actor {
                 ignore_not_found(r)?;
             }
             Action::RecordAdmission(record) => {
-                let patch = json!({"metadata": {"annotations": {ADMISSION_ANNOTATION: record.encode()}}});
-                jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await?;
+                // The commit point: written only over the version the decision was planned on.
+                let patch = json!({"metadata": {"resourceVersion": seen, "annotations": {ADMISSION_ANNOTATION: record.encode()}}});
+                let written = jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await.map_err(conflict)?;
+                *seen = written.metadata.resource_version;
             }
             Action::ClearAdmission => {
                 let patch = json!({"metadata": {"annotations": {ADMISSION_ANNOTATION: null}}});
@@ -146,7 +182,11 @@ impl Actor {
                     "kind": TrainJob::kind(&()),
                     "status": status,
                 });
-                jobs.patch_status(&name, &apply_params(), &Patch::Apply(&body)).await?;
+                let target = Target::TrainJob(ns.clone(), name.clone());
+                match &self.status {
+                    Some(writer) => writer.send(target, body),
+                    None => status_writer::write(&self.client, &target, &body).await?,
+                }
             }
             Action::PatchTrainJob { runtime_patch, suspend } => {
                 let mut spec = json!({"suspend": suspend});
@@ -221,8 +261,12 @@ impl Actor {
         let r = pods
             .patch(&u.pod, &patch_params(), &Patch::Json::<()>(serde_json::from_value(patch).expect("a patch")))
             .await;
-        // A pod deleted meanwhile is replaced by one the next reconcile sees.
-        ignore_not_found(r)
+        match r {
+            // The gate is gone already (a cache that lagged the watch planned it again): done.
+            Err(kube::Error::Api(s)) if s.code == 422 => Ok(()),
+            // A pod deleted meanwhile is replaced by one the next reconcile sees.
+            other => ignore_not_found(other),
+        }
     }
 }
 

@@ -12,11 +12,13 @@ pub const FAILED: &str = "Failed";
 pub const QUEUED: &str = "Queued";
 /// trainyard: admitted and placed.
 pub const ADMITTED: &str = "Admitted";
+/// trainyard: every node under an admitted gang is usable (False names the lost ones).
+pub const NODES_READY: &str = "NodesReady";
 
-/// The conditions trainyard writes itself in standalone mode; in companion mode only Queued and Admitted.
-pub const STANDALONE_OWNED: [&str; 5] = [QUEUED, ADMITTED, SUSPENDED, COMPLETE, FAILED];
+/// The conditions trainyard writes itself in standalone mode; in companion mode only its own.
+pub const STANDALONE_OWNED: [&str; 6] = [QUEUED, ADMITTED, NODES_READY, SUSPENDED, COMPLETE, FAILED];
 /// The conditions trainyard writes in companion mode (Kubeflow Trainer writes the rest).
-pub const COMPANION_OWNED: [&str; 2] = [QUEUED, ADMITTED];
+pub const COMPANION_OWNED: [&str; 3] = [QUEUED, ADMITTED, NODES_READY];
 
 /// A condition to set.
 #[derive(Clone, Debug, PartialEq, Eq)]

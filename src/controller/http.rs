@@ -14,8 +14,10 @@ use super::metrics::Metrics;
 /// What the endpoints report.
 #[derive(Debug, Default)]
 pub struct Health {
-    /// The caches have synced (a replica that lost its lease stays ready: it is a warm standby).
+    /// The leader's engine is built and has run its first cycle.
     pub ready: AtomicBool,
+    /// This replica waits for the lease: it serves its endpoints and is Ready, but does not act.
+    pub standby: AtomicBool,
 }
 
 /// The metrics router.
@@ -41,10 +43,12 @@ pub fn health_router(health: Arc<Health>) -> Router {
         get(move || {
             let health = health.clone();
             async move {
-                if health.ready.load(Ordering::Relaxed) {
-                    (StatusCode::OK, "ready").into_response()
+                if health.standby.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "standby: another replica holds the lease").into_response()
+                } else if health.ready.load(Ordering::Relaxed) {
+                    (StatusCode::OK, "leader: scheduling").into_response()
                 } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, "caches not synced").into_response()
+                    (StatusCode::SERVICE_UNAVAILABLE, "leader: caches not synced yet").into_response()
                 }
             }
         }),

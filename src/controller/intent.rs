@@ -6,6 +6,7 @@ use trainyard_bridges::render::{self, gang_replicated_jobs};
 use trainyard_bridges::trainer as bridge;
 use trainyard_bridges::{RenderOptions, WorkloadKind, workload_kind};
 use trainyard_policies::PolicyConfig;
+use trainyard_topology::eligibility::HostFilter;
 use trainyard_topology::sources::k8s_nodes::quantity::{parse_mebibytes, parse_millis, parse_whole};
 use trainyard_topology::{GangShape, Resources, TopologyRequest};
 
@@ -35,6 +36,9 @@ pub struct GangIntent {
     pub domain_mode: bool,
     /// Set when its queue runs on Slurm: where its Slurm job goes.
     pub slurm: Option<SlurmTarget>,
+    /// The hosts its pods may use: tolerations, node selector and required affinity of the gang's
+    /// pod template (runtime and TrainJob overrides merged, as rendered).
+    pub hosts: HostFilter,
 }
 
 /// Why a TrainJob cannot be queued, naming the field at fault.
@@ -116,7 +120,7 @@ pub fn gang_intent(
         .map_err(|e| Problem::new("RuntimeNotSupported", "spec.runtimeRef.name", e.to_string(), true))?;
     let jobset = render::render_jobset(job, &runtime.spec, &RenderOptions::default())
         .map_err(|e| Problem::new("InvalidSpec", render_error_field(&e), e.to_string(), true))?;
-    let (pods, pod) = gang_pods(&jobset, ctx.gpu_resource)?;
+    let (pods, pod, hosts) = gang_pods(&jobset, ctx.gpu_resource)?;
     let topology = topology_request(&job.metadata.annotations)?;
     let domain_mode = match job.metadata.annotations.get(PLACEMENT_MODE_ANNOTATION).map(String::as_str) {
         None | Some("pods") => false,
@@ -152,7 +156,7 @@ pub fn gang_intent(
     }
     // A Slurm gang always gets its hosts as a node list.
     let domain_mode = domain_mode && slurm.is_none();
-    Ok(GangIntent { queue, priority, shape: GangShape { pods, pod, topology }, kind, domain_mode, slurm })
+    Ok(GangIntent { queue, priority, shape: GangShape { pods, pod, topology }, kind, domain_mode, slurm, hosts })
 }
 
 /// The field a render error names, for the condition.
@@ -160,13 +164,19 @@ fn render_error_field(e: &trainyard_bridges::RenderError) -> String {
     e.field().to_string()
 }
 
-/// Pods of the gang's replicated jobs and the largest pod among them.
-fn gang_pods(jobset: &JobSet, gpu_resource: &str) -> Result<(u32, Resources), Problem> {
+/// Pods of the gang's replicated jobs, the largest pod among them, and the hosts the first one's
+/// pods may use.
+fn gang_pods(jobset: &JobSet, gpu_resource: &str) -> Result<(u32, Resources, HostFilter), Problem> {
     let rjobs = &jobset.spec.replicated_jobs;
     let mut pods: u64 = 0;
     let mut shape = Resources::ZERO;
+    let mut hosts = None;
     for i in gang_replicated_jobs(rjobs) {
         let rjob = &rjobs[i];
+        if hosts.is_none() {
+            let field = format!("replicatedJobs[{}].template.spec.template.spec", rjob.name);
+            hosts = Some(super::host_filter::host_filter(&rjob.template.spec.template.spec, &field)?);
+        }
         let count = i64::from(rjob.replicas.unwrap_or(1)) * i64::from(rjob.template.spec.parallelism.unwrap_or(1));
         pods += u64::try_from(count.max(0)).unwrap_or(0);
         let field = format!("replicatedJobs[{}]", rjob.name);
@@ -179,7 +189,7 @@ fn gang_pods(jobset: &JobSet, gpu_resource: &str) -> Result<(u32, Resources), Pr
     }
     let pods = u32::try_from(pods)
         .map_err(|_| Problem::new("InvalidSpec", "spec.trainer.numNodes", format!("{pods} pods is too many"), true))?;
-    Ok((pods, shape))
+    Ok((pods, shape, hosts.unwrap_or_default()))
 }
 
 /// Requests (or limits, where a request is absent) summed over the pod's containers.

@@ -106,6 +106,27 @@ impl LeaseLock {
     }
 }
 
+impl LeaseLock {
+    /// Gives the lease up (a graceful stop): the holder is cleared and the lease marked as
+    /// expiring now, with the resourceVersion read, so that a standby takes over at its next look
+    /// instead of waiting out the duration. A lease held by someone else is left alone.
+    pub async fn release(&self, client: Client, now: Timestamp) -> Result<bool, kube::Error> {
+        let api: Api<Lease> = Api::namespaced(client, &self.namespace);
+        let Some(mut lease) = api.get_opt(&self.name).await? else { return Ok(false) };
+        let Some(spec) = lease.spec.as_mut() else { return Ok(false) };
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(false);
+        }
+        spec.holder_identity = None;
+        spec.renew_time = Some(MicroTime(now));
+        match api.replace(&self.name, &PostParams::default(), &lease).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,15 @@ pub struct QueueLabel {
     pub queue: String,
 }
 
+/// Labels of pending TrainJobs by queue and reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PendingLabel {
+    /// Queue name.
+    pub queue: String,
+    /// Condition reason (`QuotaExceeded`, `InsufficientCapacity`, ...).
+    pub reason: String,
+}
+
 /// Label of per-state series of Slurm gangs.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabel {
@@ -47,6 +56,31 @@ pub struct Metrics {
     pub slurm_up: Gauge,
     /// trainyard's gangs Slurm reports, by state, as of the last answer.
     pub slurm_gangs: Family<StateLabel, Gauge>,
+    /// Seconds from trainyard first seeing a TrainJob to its JobSet or LeaderWorkerSet applied.
+    pub launch_latency: Histogram,
+    /// Times the scheduling engine was built (once per process: every change after start-up is
+    /// applied in place).
+    pub engine_builds: Counter,
+    /// Hosts offered to gangs.
+    pub hosts_eligible: Gauge,
+    /// Hosts of the cluster that are unusable now (cordoned, not ready, removed while held).
+    pub hosts_unusable: Gauge,
+    /// GPUs requested by pods trainyard does not place, on known nodes.
+    pub foreign_gpus: Gauge,
+    /// Pending TrainJobs by queue and reason.
+    pub pending: Family<PendingLabel, Gauge>,
+    /// GPUs charged to each queue.
+    pub queue_used_gpus: Family<QueueLabel, Gauge>,
+    /// Each queue's nominal GPU quota.
+    pub queue_nominal_gpus: Family<QueueLabel, Gauge>,
+    /// GPUs of the cluster's hosts.
+    pub cluster_gpus: Gauge,
+    /// GPUs free on usable hosts.
+    pub cluster_free_gpus: Gauge,
+    /// Writes of a decision refused because the TrainJob changed since it was read (planned again).
+    pub conflicts: Counter,
+    /// Statuses waiting for the status writer.
+    pub status_backlog: Gauge,
 }
 
 impl Default for Metrics {
@@ -63,6 +97,18 @@ impl Default for Metrics {
             leader: Gauge::default(),
             slurm_up: Gauge::default(),
             slurm_gangs: Family::default(),
+            launch_latency: Histogram::new(exponential_buckets(0.005, 2.0, 16)),
+            engine_builds: Counter::default(),
+            hosts_eligible: Gauge::default(),
+            hosts_unusable: Gauge::default(),
+            foreign_gpus: Gauge::default(),
+            pending: Family::default(),
+            queue_used_gpus: Family::default(),
+            queue_nominal_gpus: Family::default(),
+            cluster_gpus: Gauge::default(),
+            cluster_free_gpus: Gauge::default(),
+            conflicts: Counter::default(),
+            status_backlog: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register("queue_pending", "Pending TrainJobs per queue", m.queue_depth.clone());
@@ -75,6 +121,26 @@ impl Default for Metrics {
         registry.register("leader", "1 while this replica holds the lease", m.leader.clone());
         registry.register("slurm_up", "1 when Slurm answered the last look", m.slurm_up.clone());
         registry.register("slurm_gangs", "trainyard gangs Slurm reports, by state", m.slurm_gangs.clone());
+        registry.register(
+            "launch_latency_seconds",
+            "TrainJob first seen to its workload applied",
+            m.launch_latency.clone(),
+        );
+        registry.register("engine_builds", "Times the scheduling engine was built", m.engine_builds.clone());
+        registry.register("hosts_eligible", "Hosts offered to gangs", m.hosts_eligible.clone());
+        registry.register(
+            "hosts_unusable",
+            "Hosts cordoned, not ready or removed while held",
+            m.hosts_unusable.clone(),
+        );
+        registry.register("foreign_gpus", "GPUs requested by pods trainyard does not place", m.foreign_gpus.clone());
+        registry.register("pending", "Pending TrainJobs by queue and reason", m.pending.clone());
+        registry.register("queue_used_gpus", "GPUs charged to each queue", m.queue_used_gpus.clone());
+        registry.register("queue_nominal_gpus", "Nominal GPU quota of each queue", m.queue_nominal_gpus.clone());
+        registry.register("cluster_gpus", "GPUs of the cluster's hosts", m.cluster_gpus.clone());
+        registry.register("cluster_free_gpus", "GPUs free on usable hosts", m.cluster_free_gpus.clone());
+        registry.register("conflicts", "Decision writes refused on a changed TrainJob", m.conflicts.clone());
+        registry.register("status_backlog", "Statuses waiting to be written", m.status_backlog.clone());
         Metrics { registry, ..m }
     }
 }

@@ -18,15 +18,15 @@ pub const ACTIVE: &str = "Active";
 pub fn queue_statuses(
     queues: &[&Queue],
     engine: &Engine,
-    jobs: &[JobEntry],
-    decisions: &BTreeMap<String, Decision>,
+    jobs: &[&JobEntry],
+    decision: &dyn Fn(&str) -> Option<Decision>,
     problem: Option<&str>,
     now: &Time,
 ) -> Vec<(String, QueueStatus)> {
     let mut pending: BTreeMap<&str, u64> = BTreeMap::new();
     let mut admitted: BTreeMap<&str, u64> = BTreeMap::new();
     for job in jobs {
-        match (&job.state, decisions.get(&job.key)) {
+        match (&job.state, decision(&job.key)) {
             (JobState::Admitted(intent, _), _) | (JobState::Waiting(intent), Some(Decision::Admit(_))) => {
                 *admitted.entry(intent.queue.as_str()).or_default() += 1;
             }

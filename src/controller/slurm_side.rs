@@ -118,10 +118,8 @@ pub fn node_slot_shape(shape: &GangShape) -> GangShape {
 pub type SplitCycle = (BTreeMap<String, Decision>, Vec<CycleStats>);
 
 /// Runs one cycle of each loop, each over the TrainJobs of its cluster's queues (admitted ones over
-/// the cluster their record names). Entries that want
-/// nothing (inactive, kept) go to both, so that a loop that tracks one sees it leave. Without a
-/// Slurm loop yet (Slurm never answered, or its cluster could not be read), waiting Slurm gangs
-/// are pending with `slurm_missing` as the reason and admitted ones keep running.
+/// the cluster their record names). Entries that want nothing (inactive, kept) go to both, so
+/// that a loop that tracks one sees it leave.
 pub fn split_cycle(
     kubernetes: &mut SchedulingLoop,
     slurm: Option<&mut SchedulingLoop>,
@@ -129,33 +127,57 @@ pub fn split_cycle(
     now: u64,
     slurm_missing: &str,
 ) -> SplitCycle {
-    // An admitted gang stays with the loop that placed it, whatever its queue says now.
-    let on_slurm = |e: &JobEntry| match &e.state {
-        JobState::Waiting(i) => Some(i.slurm.is_some()),
-        JobState::Admitted(_, record) => Some(record.slurm),
-        JobState::Kept | JobState::Inactive => None,
-    };
     let k8s: Vec<JobEntry> = entries.iter().filter(|e| on_slurm(e) != Some(true)).cloned().collect();
     let hpc: Vec<JobEntry> = entries.iter().filter(|e| on_slurm(e) != Some(false)).cloned().collect();
     let (mut decisions, stats) = kubernetes.cycle(&k8s, now);
+    let (slurm_decisions, slurm_stats) = slurm_cycle(slurm, &hpc, now, slurm_missing);
+    decisions.extend(slurm_decisions);
     let mut all_stats = vec![stats];
+    all_stats.extend(slurm_stats);
+    (decisions, all_stats)
+}
+
+/// Where a TrainJob's gang runs: an admitted gang stays with the loop that placed it, whatever
+/// its queue says now; `None` for one that wants nothing.
+fn on_slurm(e: &JobEntry) -> Option<bool> {
+    match &e.state {
+        JobState::Waiting(i) => Some(i.slurm.is_some()),
+        JobState::Admitted(_, record) => Some(record.slurm),
+        JobState::Kept | JobState::Inactive => None,
+    }
+}
+
+/// One cycle of the Slurm loop over the TrainJobs of Slurm queues (`entries` may hold others,
+/// which it ignores). Without a Slurm loop yet (Slurm never answered, or its cluster could not be
+/// read), waiting Slurm gangs are pending with `slurm_missing` as the reason and admitted ones keep
+/// running.
+pub fn slurm_cycle(
+    slurm: Option<&mut SchedulingLoop>,
+    entries: &[JobEntry],
+    now: u64,
+    slurm_missing: &str,
+) -> (BTreeMap<String, Decision>, Option<CycleStats>) {
+    let hpc: Vec<JobEntry> = entries.iter().filter(|e| on_slurm(e) != Some(false)).cloned().collect();
     match slurm {
         Some(looped) => {
-            let (slurm_decisions, stats) = looped.cycle(&hpc, now);
-            decisions.extend(slurm_decisions);
-            all_stats.push(stats);
+            let (decisions, stats) = looped.cycle(&hpc, now);
+            (decisions, Some(stats))
         }
         None => {
-            for e in hpc.iter().filter(|e| on_slurm(e) == Some(true)) {
-                let decision = match e.state {
-                    JobState::Waiting(_) => {
-                        Decision::Pending { reason: "SlurmUnavailable".into(), message: slurm_missing.to_string() }
-                    }
-                    _ => Decision::Running,
-                };
-                decisions.insert(e.key.clone(), decision);
-            }
+            let decisions = hpc
+                .iter()
+                .filter(|e| on_slurm(e) == Some(true))
+                .map(|e| {
+                    let decision = match e.state {
+                        JobState::Waiting(_) => {
+                            Decision::Pending { reason: "SlurmUnavailable".into(), message: slurm_missing.to_string() }
+                        }
+                        _ => Decision::Running,
+                    };
+                    (e.key.clone(), decision)
+                })
+                .collect();
+            (decisions, None)
         }
     }
-    (decisions, all_stats)
 }

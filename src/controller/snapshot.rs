@@ -130,8 +130,14 @@ pub fn created_s(job: &TrainJob) -> u64 {
     job.metadata.creation_timestamp.as_ref().map_or(0, |t| u64::try_from(t.0.as_second()).unwrap_or(0))
 }
 
-/// What the scheduling loop should do with a TrainJob.
-pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mode) -> JobEntry {
+/// The order trainyard first saw a TrainJob in, as recorded on it.
+pub fn arrival_of(job: &TrainJob) -> Option<u64> {
+    job.metadata.annotations.as_ref()?.get(crate::api::ARRIVAL_ANNOTATION)?.trim().parse().ok()
+}
+
+/// What the scheduling loop should do with a TrainJob; `order` breaks ties of creation time (its
+/// recorded arrival, else the one the loop hands out).
+pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mode, order: u64) -> JobEntry {
     let finished = job.has_true(super::conditions::COMPLETE) || job.has_true(super::conditions::FAILED);
     let suspended = job.spec.0.suspend == Some(true);
     let record = recorded(job);
@@ -146,7 +152,13 @@ pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mod
         (Ok(i), Some(r)) => JobState::Admitted(i.clone(), r),
         (Ok(i), None) => JobState::Waiting(i.clone()),
     };
-    JobEntry { key: job.key(), uid: job.metadata.uid.clone().unwrap_or_default(), created: created_s(job), state }
+    JobEntry {
+        key: job.key(),
+        uid: job.metadata.uid.clone().unwrap_or_default(),
+        created: created_s(job),
+        order,
+        state,
+    }
 }
 
 /// The cluster tree read from the nodes as the Topology object describes them; nodes outside its

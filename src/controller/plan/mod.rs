@@ -14,7 +14,9 @@ use trainyard_bridges::WorkloadKind;
 use trainyard_bridges::trainer as bridge;
 
 use super::admission::AdmissionRecord;
-use super::conditions::{self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, QUEUED, STANDALONE_OWNED, SUSPENDED, Want};
+use super::conditions::{
+    self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, NODES_READY, QUEUED, STANDALONE_OWNED, SUSPENDED, Want,
+};
 use super::gang_api::GangApi;
 use super::intent::{GangIntent, Problem};
 use super::pods::{GangLayout, PodView, Ungate, ungate};
@@ -74,13 +76,21 @@ pub struct Inputs<'a> {
     pub now: &'a Time,
     /// The Slurm cluster as last seen, when the controller runs gangs on one.
     pub slurm: Option<&'a SlurmSnapshot>,
+    /// The arrival order the scheduling loop handed out, when the TrainJob carries none yet.
+    pub arrival: Option<u64>,
 }
 
 /// One step of a reconcile.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Add trainyard's finalizer (merge patch of `metadata.finalizers`).
-    AddFinalizer,
+    /// Add trainyard's finalizer, with the arrival order when the TrainJob has none recorded (one
+    /// merge patch with the resourceVersion as read).
+    AddFinalizer {
+        /// The order trainyard first saw the TrainJob in.
+        arrival: Option<u64>,
+    },
+    /// Record the arrival order on a TrainJob that has the finalizer but no order yet.
+    MarkArrival(u64),
     /// Remove it.
     RemoveFinalizer,
     /// Write the admission record annotation.
@@ -236,8 +246,11 @@ impl Planner<'_, '_> {
                 return;
             }
         }
+        let arrival = self.inp.arrival.filter(|_| super::snapshot::arrival_of(job).is_none());
         if !has_finalizer(job) {
-            self.actions.push(Action::AddFinalizer);
+            self.actions.push(Action::AddFinalizer { arrival });
+        } else if let Some(n) = arrival {
+            self.actions.push(Action::MarkArrival(n));
         }
         let record = recorded(job);
         // A running gang stays admitted even if its runtime or labels changed underneath it: its
@@ -267,7 +280,20 @@ impl Planner<'_, '_> {
             return;
         }
         let record = match self.inp.decision {
-            Some(Decision::Preempt { by }) => return self.preempted(by, record.is_some()),
+            Some(Decision::Preempt { by }) => {
+                let message = format!("preempted to make room for {by}");
+                return self.requeued("Preempted", &message, record.is_some());
+            }
+            Some(Decision::Requeue { reason, message }) => return self.requeued(reason, message, record.is_some()),
+            // Moved off lost nodes: the new record replaces the old one.
+            Some(Decision::Move(moved)) if record.as_ref().is_some_and(|r| r != moved) => {
+                let old: std::collections::BTreeSet<&str> = record.iter().flat_map(|r| r.slots()).collect();
+                let new: Vec<&str> = moved.slots().into_iter().filter(|s| !old.contains(s)).collect();
+                self.actions.push(Action::RecordAdmission(moved.clone()));
+                let note = format!("pods of lost nodes move to {}", new.join(", "));
+                self.actions.push(Action::Event { warning: true, reason: "NodeReplaced".into(), note });
+                moved.clone()
+            }
             // A record on the object wins over a new decision: its pods may already run there.
             Some(Decision::Admit(decided)) => match record {
                 Some(r) => r,
@@ -288,18 +314,31 @@ impl Planner<'_, '_> {
                 self.want(Want::new(ADMITTED, false, reason.clone(), message.clone()), None);
                 return;
             }
+            // No decision yet: the loop decides within moments of seeing the TrainJob, and a
+            // placeholder condition would only flap (after a restart, it would undo real ones).
             _ => match record {
                 Some(r) => r,
-                None => {
-                    self.want(
-                        Want::new(QUEUED, true, "NotYetScheduled", "waiting for the next scheduling cycle"),
-                        None,
-                    );
-                    return;
-                }
+                None => return,
             },
         };
         self.admitted(&record);
+    }
+
+    /// The nodes under an admitted gang: which were lost and why, and when they are all back.
+    /// Set only once a node was lost, so that healthy gangs carry no extra condition.
+    fn nodes_ready(&mut self) {
+        match self.inp.decision {
+            Some(Decision::Degraded { message, .. }) => {
+                self.want(Want::new(NODES_READY, false, "NodeLost", message.clone()), Some(true));
+            }
+            _ if conditions::reason_of(self.conditions(), NODES_READY).is_some()
+                && !conditions::is_true(self.conditions(), NODES_READY) =>
+            {
+                let message = "every node under the gang is ready again";
+                self.want(Want::new(NODES_READY, true, "NodesRecovered", message), Some(false));
+            }
+            _ => {}
+        }
     }
 
     fn problem(&mut self, problem: &Problem) {
@@ -338,8 +377,9 @@ impl Planner<'_, '_> {
         self.want(Want::new(ADMITTED, false, "Suspended", "TrainJob is suspended"), None);
     }
 
-    fn preempted(&mut self, by: &str, was_admitted: bool) {
-        let message = format!("preempted to make room for {by}");
+    /// Stops an admitted gang and queues it again: preempted, or its nodes were lost.
+    fn requeued(&mut self, reason: &str, message: &str, was_admitted: bool) {
+        let message = message.to_string();
         if self.standalone() {
             self.delete_launched();
         } else if self.inp.job.spec.0.suspend != Some(true) {
@@ -350,8 +390,8 @@ impl Planner<'_, '_> {
         if was_admitted {
             self.actions.push(Action::ClearAdmission);
         }
-        self.want(Want::new(ADMITTED, false, "Preempted", message.clone()), Some(true));
-        self.want(Want::new(QUEUED, true, "Preempted", message), None);
+        self.want(Want::new(ADMITTED, false, reason, message.clone()), Some(true));
+        self.want(Want::new(QUEUED, true, reason, message), None);
     }
 
     /// Renders the workload (a render error after admission is reported, never panics).
@@ -418,6 +458,7 @@ impl Planner<'_, '_> {
         let message =
             format!("{} pods on {} nodes (placement cost {})", record.pods(), record.nodes.len(), record.cost);
         self.want(Want::new(ADMITTED, true, "Admitted", message), None);
+        self.nodes_ready();
         self.want(Want::new(QUEUED, false, "Admitted", "admitted by trainyard"), None);
         if self.standalone() && conditions::is_true(self.conditions(), SUSPENDED) {
             self.want(Want::new(SUSPENDED, false, "Resumed", "TrainJob is resumed"), Some(false));

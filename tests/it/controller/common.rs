@@ -74,6 +74,8 @@ pub struct World {
     pub slurm_queues: BTreeMap<String, SlurmTarget>,
     /// The Slurm cluster as last seen; `None`: the controller runs without Slurm.
     pub slurm: Option<SlurmSnapshot>,
+    /// The arrival order the loop handed out, when the TrainJob carries none.
+    pub arrival: Option<u64>,
 }
 
 impl World {
@@ -89,6 +91,7 @@ impl World {
             gang_api: None,
             slurm_queues: BTreeMap::new(),
             slurm: None,
+            arrival: None,
         }
     }
 
@@ -126,6 +129,7 @@ impl World {
             gang_api: self.gang_api,
             now: &now,
             slurm: self.slurm.as_ref(),
+            arrival: self.arrival,
         })
     }
 }
@@ -135,7 +139,8 @@ pub fn names(actions: &[Action]) -> Vec<String> {
     actions
         .iter()
         .map(|a| match a {
-            Action::AddFinalizer => "AddFinalizer".to_string(),
+            Action::AddFinalizer { .. } => "AddFinalizer".to_string(),
+            Action::MarkArrival(n) => format!("MarkArrival {n}"),
             Action::RemoveFinalizer => "RemoveFinalizer".to_string(),
             Action::RecordAdmission(_) => "RecordAdmission".to_string(),
             Action::ClearAdmission => "ClearAdmission".to_string(),

@@ -170,30 +170,75 @@ async fn a_pod_deleted_before_its_gate_is_removed_is_not_an_error() {
 
 #[tokio::test]
 async fn admission_record_finalizer_and_preemption_requests() {
-    let w = World::new(job(TORCH_JOB), TORCH_RUNTIME);
+    let mut w = World::new(job(TORCH_JOB), TORCH_RUNTIME);
+    w.job.metadata.resource_version = Some("41".into());
+    let mut after_finalizer = with_finalizer(w.job.clone());
+    after_finalizer.metadata.resource_version = Some("42".into());
     let r = record(&[("host-a", 3)]);
     let (client, verifier) = scenario(
         "record-and-finalizer",
         vec![
-            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
-                .content("application/json-patch+json")
-                .body(json!([{"op": "add", "path": "/metadata/finalizers", "value": ["trainyard.io/finalizer"]}]))
-                .reply(StatusCode::OK, serde_json::to_value(&w.job).unwrap()),
+            // The finalizer and the arrival order in one patch, on the version read.
             expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
                 .content("application/merge-patch+json")
-                .body(json!({"metadata": {"annotations": {"trainyard.io/admission": r.encode()}}}))
-                .reply(StatusCode::OK, serde_json::to_value(&w.job).unwrap()),
+                .body(json!({"metadata": {
+                    "resourceVersion": "41",
+                    "finalizers": ["trainyard.io/finalizer"],
+                    "annotations": {"trainyard.io/arrival": "7"},
+                }}))
+                .reply(StatusCode::OK, serde_json::to_value(&after_finalizer).unwrap()),
+            // The commit point names the version the finalizer patch left.
+            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
+                .content("application/merge-patch+json")
+                .body(json!({"metadata": {"resourceVersion": "42", "annotations": {"trainyard.io/admission": r.encode()}}}))
+                .reply(StatusCode::OK, serde_json::to_value(&after_finalizer).unwrap()),
             expect("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/vision/jobsets/resnet-cpu?")
                 .body(json!({"propagationPolicy": "Background"}))
                 .reply(StatusCode::NOT_FOUND, status_reply(404, "NotFound")),
         ],
     );
     let actor = Actor::new(client, None);
-    actor.execute(&w.job, &Action::AddFinalizer).await.unwrap();
-    actor.execute(&w.job, &Action::RecordAdmission(r)).await.unwrap();
+    let admit = [Action::AddFinalizer { arrival: Some(7) }, Action::RecordAdmission(r)];
+    actor.run(&w.job, &admit).await.unwrap();
     let target =
         trainyard::controller::workload::workload_ref(trainyard_bridges::WorkloadKind::JobSet, "vision", "resnet-cpu");
     actor.execute(&w.job, &Action::Delete(target)).await.unwrap();
+    verifier.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_record_on_a_changed_trainjob_is_refused_and_planned_again() {
+    let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
+    w.job.metadata.resource_version = Some("41".into());
+    let r = record(&[("host-a", 3)]);
+    let (client, verifier) = scenario(
+        "record-conflict",
+        vec![
+            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
+                .body(json!({"metadata": {"resourceVersion": "41", "annotations": {"trainyard.io/admission": r.encode()}}}))
+                .reply(StatusCode::CONFLICT, status_reply(409, "Conflict")),
+        ],
+    );
+    let err = Actor::new(client, None).run(&w.job, &[Action::RecordAdmission(r)]).await.unwrap_err();
+    assert!(matches!(err, trainyard::controller::act::ActError::Conflict), "{err}");
+    verifier.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_gate_already_removed_counts_as_done() {
+    let w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
+    let ungate = Ungate { pod: "p0".into(), node: "host-b".into(), gate_index: 0, has_node_selector: false };
+    let (client, verifier) = scenario(
+        "ungate-twice",
+        vec![
+            // The JSON patch's `test` of the gate fails: an earlier reconcile removed it.
+            expect("PATCH", "/api/v1/namespaces/vision/pods/p0?&fieldManager=trainyard")
+                .content("application/json-patch+json")
+                .body(ungate_patch(&ungate))
+                .reply(StatusCode::UNPROCESSABLE_ENTITY, status_reply(422, "Invalid")),
+        ],
+    );
+    Actor::new(client, None).execute(&w.job, &Action::Ungate(ungate)).await.unwrap();
     verifier.await.unwrap();
 }
 

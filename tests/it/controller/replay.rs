@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use trainyard::api::trainer::TrainJobStatus;
-use trainyard::api::{ADMISSION_ANNOTATION, FINALIZER};
+use trainyard::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, FINALIZER};
 use trainyard::controller::plan::{Action, WorkloadView, recorded};
 use trainyard::controller::scheduler::Decision;
 
@@ -41,7 +41,23 @@ impl Server {
     fn apply(&mut self, action: &Action) {
         let w = &mut self.world;
         match action {
-            Action::AddFinalizer => w.job.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into()),
+            Action::AddFinalizer { arrival } => {
+                w.job.metadata.finalizers.get_or_insert_with(Vec::new).push(FINALIZER.into());
+                if let Some(n) = arrival {
+                    w.job
+                        .metadata
+                        .annotations
+                        .get_or_insert_with(Default::default)
+                        .insert(ARRIVAL_ANNOTATION.into(), n.to_string());
+                }
+            }
+            Action::MarkArrival(n) => {
+                w.job
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(ARRIVAL_ANNOTATION.into(), n.to_string());
+            }
             Action::RemoveFinalizer => {
                 w.job.metadata.finalizers.get_or_insert_with(Vec::new).retain(|f| f != FINALIZER)
             }

@@ -19,11 +19,12 @@ fn intent(pods: u32, topology: TopologyRequest, domain_mode: bool) -> GangIntent
         kind: WorkloadKind::JobSet,
         domain_mode,
         slurm: None,
+        hosts: Default::default(),
     }
 }
 
 fn entry(name: &str, created: u64, state: JobState) -> JobEntry {
-    JobEntry { key: format!("ns/{name}"), uid: format!("uid-{name}"), created, state }
+    JobEntry { key: format!("ns/{name}"), uid: format!("uid-{name}"), created, order: 0, state }
 }
 
 fn looped() -> SchedulingLoop {
@@ -108,12 +109,14 @@ fn queue_status_reports_usage_and_counts_and_a_broken_tree() {
     let (d, _) = s.cycle(&jobs, 10);
     let queue = Queue::new("q", QueueSpec::default());
     let now = Time(k8s_openapi::jiff::Timestamp::from_second(10).unwrap());
-    let statuses = queue_statuses(&[&queue], s.engine(), &jobs, &d, None, &now);
+    let refs: Vec<&JobEntry> = jobs.iter().collect();
+    let lookup = |k: &str| d.get(k).cloned();
+    let statuses = queue_statuses(&[&queue], s.engine(), &refs, &lookup, None, &now);
     let (name, status) = &statuses[0];
     assert_eq!(name, "q");
     assert_eq!((status.usage.gpus, status.admitted, status.pending), (Some(24), 1, 1));
     assert_eq!(status.conditions[0].status, "True");
-    let broken = queue_statuses(&[&queue], s.engine(), &jobs, &d, Some("Queue q: cycle"), &now);
+    let broken = queue_statuses(&[&queue], s.engine(), &refs, &lookup, Some("Queue q: cycle"), &now);
     assert_eq!(broken[0].1.conditions[0].reason, "InvalidQuotaTree");
 }
 

@@ -407,11 +407,12 @@ fn intent_on(queue: &str, pods: u32, gpus: u64, slurm: bool) -> GangIntent {
         kind: trainyard_bridges::WorkloadKind::JobSet,
         domain_mode: false,
         slurm: slurm.then(target),
+        hosts: Default::default(),
     }
 }
 
 fn entry(name: &str, intent: GangIntent) -> JobEntry {
-    JobEntry { key: format!("ns/{name}"), uid: name.into(), created: 1, state: JobState::Waiting(intent) }
+    JobEntry { key: format!("ns/{name}"), uid: name.into(), created: 1, order: 0, state: JobState::Waiting(intent) }
 }
 
 const POLICY: &str = "queues:\n  - {name: k8s, nominal: {gpus: 64}}\n  - {name: hpc, nominal: {gpus: 64}}\n";

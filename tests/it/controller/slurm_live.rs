@@ -82,7 +82,7 @@ impl Harness {
         self.link.refresh(false).await;
         self.world.slurm = Some(self.link.snapshot().as_ref().clone());
         let intent = self.world.intent();
-        let entry = job_entry(&self.world.job, &intent, Mode::Standalone);
+        let entry = job_entry(&self.world.job, &intent, Mode::Standalone, 0);
         let (decisions, _) = self.looped.cycle(&[entry], now_s());
         self.world.decision =
             decisions.get(&format!("research/{}", self.world.job.metadata.name.clone().unwrap())).cloned();
@@ -96,7 +96,7 @@ impl Harness {
                         other => other.unwrap(),
                     }
                 }
-                Action::AddFinalizer => self.world.job.metadata.finalizers = Some(vec![FINALIZER.into()]),
+                Action::AddFinalizer { .. } => self.world.job.metadata.finalizers = Some(vec![FINALIZER.into()]),
                 Action::RemoveFinalizer => self.world.job.metadata.finalizers = Some(vec![]),
                 Action::RecordAdmission(r) => {
                     let annotations = self.world.job.metadata.annotations.get_or_insert_with(Default::default);

@@ -1,0 +1,424 @@
+//! The controller's one live picture of the cluster: watch events of Nodes, Pods, TrainJobs,
+//! Queues, the Topology and the runtimes, applied to the scheduling loop as they arrive (keyed
+//! by name or uid), and the cycle that turns them into decisions. Pure: the I/O side feeds
+//! events in and carries decisions out.
+//!
+//! A fresh start builds the engine once from the first complete list of every kind ([`Initial`]);
+//! from then on every change is applied in place. A watch that restarts (a relist after 410 Gone)
+//! replays its objects between `Init` and `InitDone`, and whatever it no longer lists is deleted,
+//! so it converges to what a fresh start would build.
+
+mod initial;
+mod jobs;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::runtime::watcher::Event;
+use trainyard_policies::{PolicyConfig, UndeclaredQueues};
+use trainyard_topology::{Cluster, Topology as Tree};
+
+pub use initial::Initial;
+
+use super::facts::{Levels, read_node, read_pod};
+use super::plan::Mode;
+use super::scheduler::{CycleStats, Decision, JobEntry, SchedulingLoop};
+use super::snapshot::{Runtimes, Side, policy_with_queues};
+use crate::api::{Queue, SlurmTarget, Topology, TopologySpec, TrainJob};
+
+/// One watch event of a kind the loop follows.
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// A Node.
+    Node(Box<Event<Node>>),
+    /// A Pod (any pod: foreign ones take capacity too).
+    Pod(Box<Event<Pod>>),
+    /// A TrainJob.
+    Job(Box<Event<TrainJob>>),
+    /// A Queue.
+    Queue(Box<Event<Queue>>),
+    /// A Topology.
+    Topology(Box<Event<Topology>>),
+    /// The runtimes, indexed again after one of them changed.
+    Runtimes(Arc<Runtimes>),
+}
+
+/// What the live picture needs to know of the controller's settings.
+#[derive(Clone, Debug)]
+pub struct LiveSettings {
+    /// Standalone or companion.
+    pub mode: Mode,
+    /// The policy file's text and name.
+    pub policy_text: String,
+    /// Its name, for errors.
+    pub policy_name: String,
+    /// The Topology object in use.
+    pub topology: String,
+    /// Whether the controller runs Slurm queues.
+    pub slurm_configured: bool,
+}
+
+/// A note for the operator: a node left out, a setting that needs a restart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// The Node it is about, if one.
+    pub node: Option<String>,
+    /// What happened.
+    pub message: String,
+}
+
+/// The decisions a cycle changed, by `namespace/name` (`None`: the TrainJob wants nothing now).
+pub type Changed = BTreeMap<String, Option<Decision>>;
+
+/// The live picture.
+pub struct Live {
+    settings: LiveSettings,
+    k8s: SchedulingLoop,
+    levels: Levels,
+    topology: TopologySpec,
+    /// Nodes as last seen (without image lists or managed fields), by name.
+    nodes: HashMap<String, Arc<Node>>,
+    queues: BTreeMap<String, Arc<Queue>>,
+    /// Queue names and generations of the policy in force.
+    queues_applied: Vec<(String, i64)>,
+    policy: PolicyConfig,
+    policy_problem: Option<String>,
+    runtimes: Arc<Runtimes>,
+    /// Bumped whenever the runtimes change, so that cached intents are rendered again.
+    runtimes_generation: u64,
+    jobs: jobs::Jobs,
+    /// Objects seen since the last `Init` of each kind being relisted.
+    relists: HashMap<&'static str, BTreeSet<String>>,
+    /// Decisions published, by `namespace/name`.
+    decisions: HashMap<String, Decision>,
+}
+
+impl Live {
+    /// Builds the engine once from the first complete lists, then applies every object.
+    pub fn start(initial: Initial, settings: LiveSettings, now: u64) -> anyhow::Result<(Live, Vec<Note>)> {
+        let topology = initial.topology(&settings.topology);
+        let node_objects: Vec<Arc<Node>> = initial.nodes.values().cloned().collect();
+        let levels = Levels::of(&topology, &node_objects.iter().map(|n| n.as_ref()).collect::<Vec<_>>());
+        let file = PolicyConfig::from_yaml(&settings.policy_text, &settings.policy_name)?;
+        let mut empty = file.clone();
+        empty.queues.clear();
+        empty.undeclared_queues = UndeclaredQueues::Reject;
+        let tree = Tree::empty(&settings.topology, levels.names())?;
+        let k8s = SchedulingLoop::new(Cluster::new(tree), empty.clone())?;
+        let mut live = Live {
+            settings,
+            k8s,
+            levels,
+            topology,
+            nodes: HashMap::new(),
+            queues: initial.queues.clone(),
+            queues_applied: Vec::new(),
+            policy: empty,
+            policy_problem: None,
+            runtimes: initial.runtimes.clone().unwrap_or_default(),
+            runtimes_generation: 0,
+            jobs: jobs::Jobs::default(),
+            relists: HashMap::new(),
+            decisions: HashMap::new(),
+        };
+        let mut notes = Vec::new();
+        for node in node_objects {
+            notes.extend(live.apply_node(node, now));
+        }
+        for pod in initial.pods.values() {
+            live.apply_pod(pod);
+        }
+        notes.extend(live.refresh_policy(now));
+        live.jobs.start(initial.jobs.values().cloned().collect());
+        live.apply_all_jobs(now);
+        Ok((live, notes))
+    }
+
+    /// The Kubernetes cluster's scheduling loop.
+    pub fn scheduling_loop(&self) -> &SchedulingLoop {
+        &self.k8s
+    }
+
+    /// The policy in force (the file plus the Queue objects), and why the Queue objects could not
+    /// be taken, if they could not.
+    pub fn policy(&self) -> (&PolicyConfig, Option<&str>) {
+        (&self.policy, self.policy_problem.as_deref())
+    }
+
+    /// The extended resource counted as GPUs.
+    pub fn gpu_resource(&self) -> &str {
+        &self.levels.gpu_resource
+    }
+
+    /// The Queue objects, by name.
+    pub fn queues(&self) -> &BTreeMap<String, Arc<Queue>> {
+        &self.queues
+    }
+
+    /// The Slurm queues among the Queue objects, with their targets.
+    pub fn slurm_queues(&self) -> BTreeMap<String, SlurmTarget> {
+        self.queues.iter().filter_map(|(n, q)| Some((n.clone(), q.spec.slurm.clone()?))).collect()
+    }
+
+    /// The runtimes as last indexed.
+    pub fn runtimes(&self) -> Arc<Runtimes> {
+        self.runtimes.clone()
+    }
+
+    /// The decision published for a TrainJob.
+    pub fn decision(&self, key: &str) -> Option<&Decision> {
+        self.decisions.get(key)
+    }
+
+    /// Applies one watch event at `now`.
+    pub fn apply(&mut self, change: Change, now: u64) -> Vec<Note> {
+        match change {
+            Change::Node(e) => self.relisted(
+                "node",
+                *e,
+                now,
+                |live, n, now| live.apply_node(Arc::new(n), now),
+                |n| n.metadata.name.clone().unwrap_or_default(),
+            ),
+            Change::Pod(e) => self.relisted(
+                "pod",
+                *e,
+                now,
+                |live, p, _| {
+                    live.apply_pod(&p);
+                    Vec::new()
+                },
+                |p| p.metadata.uid.clone().unwrap_or_default(),
+            ),
+            Change::Job(e) => self.relisted(
+                "job",
+                *e,
+                now,
+                |live, j, now| {
+                    live.apply_job(Arc::new(j), now);
+                    Vec::new()
+                },
+                |j| j.metadata.uid.clone().unwrap_or_default(),
+            ),
+            Change::Queue(e) => {
+                let done = self.relisted(
+                    "queue",
+                    *e,
+                    now,
+                    |live, q, _| {
+                        let name = q.metadata.name.clone().unwrap_or_default();
+                        live.queues.insert(name, Arc::new(q));
+                        Vec::new()
+                    },
+                    |q| q.metadata.name.clone().unwrap_or_default(),
+                );
+                let mut notes = done;
+                notes.extend(self.refresh_policy(now));
+                notes
+            }
+            Change::Topology(e) => self.topology_changed(*e, now),
+            Change::Runtimes(runtimes) => {
+                self.runtimes = runtimes;
+                self.runtimes_generation += 1;
+                self.apply_all_jobs(now);
+                Vec::new()
+            }
+        }
+    }
+
+    /// Applies an event of a kind keyed by `key`, tracking a relist: objects not seen between
+    /// `Init` and `InitDone` are deleted.
+    fn relisted<K>(
+        &mut self,
+        kind: &'static str,
+        event: Event<K>,
+        now: u64,
+        apply: impl Fn(&mut Live, K, u64) -> Vec<Note>,
+        key: impl Fn(&K) -> String,
+    ) -> Vec<Note> {
+        match event {
+            Event::Init => {
+                self.relists.insert(kind, BTreeSet::new());
+                Vec::new()
+            }
+            Event::InitApply(obj) | Event::Apply(obj) => {
+                if let Some(seen) = self.relists.get_mut(kind) {
+                    seen.insert(key(&obj));
+                }
+                apply(self, obj, now)
+            }
+            Event::Delete(obj) => {
+                self.delete(kind, &key(&obj), now);
+                Vec::new()
+            }
+            Event::InitDone => {
+                let seen = self.relists.remove(kind).unwrap_or_default();
+                for gone in self.known(kind).into_iter().filter(|k| !seen.contains(k)) {
+                    self.delete(kind, &gone, now);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    fn known(&self, kind: &str) -> Vec<String> {
+        match kind {
+            "node" => self.k8s.node_names(),
+            "pod" => self.k8s.pod_uids().map(str::to_string).collect(),
+            "job" => self.jobs.uids(),
+            "queue" => self.queues.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn delete(&mut self, kind: &str, key: &str, now: u64) {
+        match kind {
+            "node" => {
+                self.nodes.remove(key);
+                self.k8s.delete_node(key, now);
+            }
+            "pod" => self.k8s.delete_pod(key),
+            "job" => self.delete_job(key, now),
+            "queue" => {
+                self.queues.remove(key);
+            }
+            _ => {}
+        }
+    }
+
+    fn apply_node(&mut self, mut node: Arc<Node>, now: u64) -> Vec<Note> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        // Image lists and managed fields are most of a Node object and never read.
+        if node.status.as_ref().is_some_and(|s| s.images.is_some()) || node.metadata.managed_fields.is_some() {
+            let n = Arc::make_mut(&mut node);
+            n.metadata.managed_fields = None;
+            if let Some(s) = n.status.as_mut() {
+                s.images = None;
+            }
+        }
+        let view = read_node(&node, &self.levels);
+        self.nodes.insert(name.clone(), node);
+        self.k8s.apply_node(&name, view, now).map(|message| Note { node: Some(name), message }).into_iter().collect()
+    }
+
+    fn apply_pod(&mut self, pod: &Pod) {
+        match read_pod(pod, &self.levels.gpu_resource) {
+            Some(facts) => self.k8s.apply_pod(facts),
+            None => {
+                if let Some(uid) = &pod.metadata.uid {
+                    self.k8s.delete_pod(uid);
+                }
+            }
+        }
+    }
+
+    /// The Topology changed: a new node selector is applied to every node at once; new levels
+    /// or a new GPU resource need a restart (the tree's levels are fixed when it is built).
+    fn topology_changed(&mut self, event: Event<Topology>, now: u64) -> Vec<Note> {
+        let name = self.settings.topology.clone();
+        let spec = match &event {
+            Event::Apply(t) | Event::InitApply(t) if t.metadata.name.as_deref() == Some(name.as_str()) => {
+                t.spec.clone()
+            }
+            Event::Delete(t) if t.metadata.name.as_deref() == Some(name.as_str()) => TopologySpec::hosts_only(),
+            _ => return Vec::new(),
+        };
+        if spec == self.topology {
+            return Vec::new();
+        }
+        let levels = Levels::of(&spec, &[]);
+        let mut notes = Vec::new();
+        if levels.upper != self.levels.upper || levels.gpu_resource != self.levels.gpu_resource {
+            notes.push(Note {
+                node: None,
+                message: format!(
+                    "Topology {name}: new levels or GPU resource take effect when the controller restarts; the node selector applies now"
+                ),
+            });
+        }
+        self.topology = spec.clone();
+        self.levels.node_selector = spec.node_selector.clone();
+        let nodes: Vec<Arc<Node>> = self.nodes.values().cloned().collect();
+        for node in nodes {
+            notes.extend(self.apply_node(node, now));
+        }
+        notes
+    }
+
+    /// The policy file plus the Queue objects, taken in place when the Queue specs changed. A
+    /// tree that cannot be built keeps the one in force and says why.
+    fn refresh_policy(&mut self, now: u64) -> Vec<Note> {
+        let applied: Vec<(String, i64)> =
+            self.queues.iter().map(|(n, q)| (n.clone(), q.metadata.generation.unwrap_or_default())).collect();
+        if applied == self.queues_applied && !self.queues_applied.is_empty() {
+            return Vec::new();
+        }
+        self.queues_applied = applied;
+        let refs: Vec<&Queue> = self.queues.values().map(|q| q.as_ref()).collect();
+        let built = policy_with_queues(&self.settings.policy_text, &self.settings.policy_name, &refs, Side::Kubernetes)
+            .and_then(|policy| self.k8s.replace_policy(policy.clone(), now).map(|_| policy).map_err(|e| e.to_string()));
+        match built {
+            Ok(policy) => {
+                self.policy = policy;
+                self.policy_problem = None;
+                self.apply_all_jobs(now);
+                Vec::new()
+            }
+            Err(e) => {
+                self.policy_problem = Some(e.clone());
+                vec![Note {
+                    node: None,
+                    message: format!("cannot take the Queue objects; the quota tree in force stays: {e}"),
+                }]
+            }
+        }
+    }
+
+    /// Runs one cycle of the Kubernetes loop at `now` and returns the decisions that changed.
+    pub fn cycle(&mut self, now: u64) -> (Changed, CycleStats) {
+        let (changed, stats) = self.k8s.step(now);
+        let mut out = Changed::new();
+        for (key, decision) in changed {
+            self.publish(&key, decision.clone(), &mut out);
+        }
+        (out, stats)
+    }
+
+    /// Records a decision as published; adds it to `out` when it differs from the last one.
+    pub(crate) fn publish(&mut self, key: &str, decision: Option<Decision>, out: &mut Changed) {
+        let before = self.decisions.get(key);
+        if before == decision.as_ref() {
+            return;
+        }
+        match &decision {
+            Some(d) => self.decisions.insert(key.to_string(), d.clone()),
+            None => self.decisions.remove(key),
+        };
+        out.insert(key.to_string(), decision);
+    }
+
+    /// The entries of the TrainJobs whose gangs run (or would run) on Slurm.
+    pub fn slurm_entries(&self) -> Vec<JobEntry> {
+        self.jobs.slurm_entries()
+    }
+
+    /// Every entry, for Queue status.
+    pub fn entries(&self) -> impl Iterator<Item = &JobEntry> + '_ {
+        self.jobs.entries()
+    }
+
+    /// Arrival orders handed out since the last call (TrainJobs that carry none yet), by uid.
+    pub fn take_new_arrivals(&mut self) -> Vec<(String, u64)> {
+        self.jobs.take_new_arrivals()
+    }
+
+    fn intent_inputs(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.queues_applied.hash(&mut h);
+        self.levels.gpu_resource.hash(&mut h);
+        self.runtimes_generation.hash(&mut h);
+        h.finish()
+    }
+}

@@ -1,0 +1,97 @@
+//! Condition reasons for the engine's outcomes, and the admission record of a placement.
+
+use trainyard_policies::{Engine, PendingReason, Unschedulable};
+use trainyard_topology::Placement;
+
+use super::Decision;
+use crate::api::QUEUE_LABEL;
+use crate::controller::admission::AdmissionRecord;
+
+/// A CamelCase condition reason for a pending reason.
+pub(super) fn reason_code(reason: &PendingReason) -> String {
+    use PendingReason as R;
+    match reason {
+        R::NotYetScheduled => "NotYetScheduled",
+        R::Quota { .. } => "QuotaExceeded",
+        R::Capacity { .. } => "InsufficientCapacity",
+        R::Topology { .. } => "TopologyUnavailable",
+        R::Reservation { .. } => "WaitingForReservation",
+        R::QueuedBehind { .. } => "QueuedBehind",
+        R::Backoff { .. } => "Backoff",
+        R::BadSlice { .. } => "BadSlice",
+        R::NodeLost { .. } => "NodeLost",
+    }
+    .to_string()
+}
+
+/// A CamelCase condition reason for a gang that can never run.
+pub(super) fn unschedulable_code(why: &Unschedulable) -> String {
+    use Unschedulable as U;
+    match why {
+        U::EmptyGang => "EmptyGang",
+        U::UnknownLevel { .. } => "UnknownTopologyLevel",
+        U::UnknownQueue { .. } => "UnknownQueue",
+        U::ExceedsQuota { .. } => "ExceedsQuota",
+        U::NeverFits(_) => "NeverFits",
+    }
+    .to_string()
+}
+
+/// A TrainJob naming a queue that does not exist waits for it, saying which label to fix.
+pub(super) fn unknown_queue(queue: &str) -> Decision {
+    Decision::Pending {
+        reason: "QueueNotFound".into(),
+        message: format!(
+            "no Queue named {queue:?} (label {QUEUE_LABEL}); the TrainJob waits until one exists or the label names another"
+        ),
+    }
+}
+
+/// The admission record of a placement at `now`; `domain_level` set for a gang whose pods get the
+/// node selector of that level's domain instead of one host each.
+pub(super) fn record_of(
+    engine: &Engine,
+    domain_level: Option<&str>,
+    placement: &Placement,
+    now: u64,
+    slurm: bool,
+) -> AdmissionRecord {
+    let topo = engine.cluster().topology();
+    let nodes = placement.per_host().into_iter().map(|(h, n)| (topo.host_name(h).to_string(), n)).collect();
+    // Levels are named by their node label keys, so each enclosing domain is a selector term.
+    let domain = domain_level.and_then(|level| {
+        let depth = topo.level_depth(level).ok()?;
+        let host = topo.host_domain(*placement.hosts.first()?);
+        let selector = (1..=depth)
+            .map(|d| (topo.levels()[usize::from(d) - 1].clone(), topo.domain(topo.ancestor_at(host, d)).name.clone()))
+            .collect();
+        Some(selector)
+    });
+    AdmissionRecord { nodes, domain, at: now, cost: placement.cost, slurm }
+}
+
+/// The record of a gang moved off a lost host: the old record's slots in order, the lost host's
+/// slots taken by the new hosts one by one, so that every pod still bound keeps its slot and a pod
+/// recreated for a lost slot goes to its new host.
+pub(super) fn moved_record(
+    engine: &Engine,
+    old: &AdmissionRecord,
+    moved: &trainyard_policies::Replacement,
+    lost_name: String,
+) -> AdmissionRecord {
+    let topo = engine.cluster().topology();
+    let mut fresh = moved.with.iter().map(|&h| topo.host_name(h).to_string());
+    let slots: Vec<String> = old
+        .slots()
+        .into_iter()
+        .map(|s| if s == lost_name { fresh.next().unwrap_or_else(|| s.to_string()) } else { s.to_string() })
+        .collect();
+    let mut nodes: Vec<(String, u32)> = Vec::new();
+    for s in slots {
+        match nodes.last_mut() {
+            Some((last, n)) if *last == s => *n += 1,
+            _ => nodes.push((s, 1)),
+        }
+    }
+    AdmissionRecord { nodes, domain: old.domain.clone(), at: old.at, cost: moved.placement.cost, slurm: old.slurm }
+}

@@ -1,0 +1,367 @@
+//! The table of tracked TrainJobs: one row per uid with what the engine holds for it and the last
+//! decision, brought into agreement with each TrainJob as it changes and with each cycle.
+
+use trainyard_policies::{Cycle, GangId, GangRequest, Submitted};
+use trainyard_topology::{HostId, TopologyRequest};
+
+use super::codes::{moved_record, reason_code, record_of, unknown_queue, unschedulable_code};
+use super::{CycleStats, Decision, JobEntry, JobState, SchedulingLoop};
+use crate::controller::admission::AdmissionRecord;
+use crate::controller::intent::GangIntent;
+
+/// What the engine holds for a TrainJob.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Gang {
+    /// Nothing.
+    None,
+    /// Waiting in the engine with the intent it was submitted with.
+    Pending { id: GangId, intent: GangIntent },
+    /// Running in the engine. `decided` is a record the object does not carry yet (a new
+    /// admission, or a move off lost nodes when `moved`).
+    Running { id: GangId, decided: Option<AdmissionRecord>, moved: bool },
+    /// Taken off its hosts (pending again in the engine) while the object still has its record.
+    Stopping { id: GangId, decision: Decision },
+    /// Refused by the engine for this intent; looked at again when the TrainJob, the cluster or
+    /// the quotas change.
+    Rejected { intent: GangIntent, decision: Decision },
+    /// Admitted on hosts the cluster does not have (any more): it runs where it is, uncharged.
+    Unplaced,
+}
+
+/// One row.
+#[derive(Clone, Debug)]
+pub(super) struct Tracked {
+    pub(super) uid: String,
+    pub(super) key: String,
+    pub(super) state: JobState,
+    pub(super) created: u64,
+    pub(super) order: u64,
+    pub(super) gang: Gang,
+    /// The last decision reported.
+    pub(super) decision: Option<Decision>,
+}
+
+impl Gang {
+    fn id(&self) -> Option<GangId> {
+        match self {
+            Gang::Pending { id, .. } | Gang::Running { id, .. } | Gang::Stopping { id, .. } => Some(*id),
+            Gang::None | Gang::Rejected { .. } | Gang::Unplaced => None,
+        }
+    }
+}
+
+impl SchedulingLoop {
+    /// Brings one TrainJob and the engine into agreement at `now`.
+    pub fn apply(&mut self, job: &JobEntry, now: u64) {
+        if job.state == JobState::Inactive && !self.table.contains_key(&job.uid) {
+            return;
+        }
+        let row = self.table.entry(job.uid.clone()).or_insert_with(|| Tracked {
+            uid: job.uid.clone(),
+            key: job.key.clone(),
+            state: JobState::Inactive,
+            created: job.created,
+            order: job.order,
+            gang: Gang::None,
+            decision: None,
+        });
+        if row.state == job.state && row.key == job.key && row.created == job.created && row.order == job.order {
+            return;
+        }
+        (row.key, row.created, row.order, row.state) = (job.key.clone(), job.created, job.order, job.state.clone());
+        self.by_key.insert(job.key.clone(), job.uid.clone());
+        self.sync(&job.uid, now);
+        self.stale.insert(job.uid.clone());
+    }
+
+    /// A TrainJob is gone: its gang leaves the engine (its pods still charge their nodes until
+    /// they are gone).
+    pub fn remove(&mut self, uid: &str, now: u64) {
+        let Some(row) = self.table.remove(uid) else { return };
+        if self.by_key.get(&row.key).is_some_and(|u| u == uid) {
+            self.by_key.remove(&row.key);
+        }
+        self.release(&row.key, &row.gang, now);
+    }
+
+    /// Takes a gang out of the engine, whatever state it is in there.
+    fn release(&mut self, key: &str, gang: &Gang, now: u64) {
+        let Some(id) = gang.id() else { return };
+        self.by_id.remove(&id);
+        let was_running = matches!(gang, Gang::Running { .. });
+        if self.engine.finish(id, now).is_err() {
+            let _ = self.engine.cancel_pending(id);
+        }
+        if was_running {
+            self.reclassify(key);
+        }
+    }
+
+    fn set_gang(&mut self, uid: &str, gang: Gang) {
+        let key = match self.table.get_mut(uid) {
+            Some(row) => {
+                let running = |g: &Gang| matches!(g, Gang::Running { .. });
+                let (before, after) = (running(&row.gang), running(&gang));
+                row.gang = gang;
+                (before != after).then(|| row.key.clone())
+            }
+            None => None,
+        };
+        if let Some(key) = key {
+            self.reclassify(&key);
+        }
+        self.stale.insert(uid.to_string());
+    }
+
+    fn sync(&mut self, uid: &str, now: u64) {
+        let Some(row) = self.table.get(uid) else { return };
+        let (state, gang, key) = (row.state.clone(), row.gang.clone(), row.key.clone());
+        match (&state, &gang) {
+            (JobState::Inactive, g) | (JobState::Kept, g @ (Gang::Pending { .. } | Gang::Rejected { .. })) => {
+                self.release(&key, g, now);
+                self.set_gang(uid, Gang::None);
+            }
+            (JobState::Kept, _) => {}
+            (JobState::Waiting(intent), Gang::Rejected { intent: refused, .. }) if intent == refused => {}
+            (JobState::Waiting(intent), Gang::None | Gang::Rejected { .. } | Gang::Unplaced) => {
+                self.submit(uid, intent.clone())
+            }
+            (JobState::Waiting(_), Gang::Running { decided: Some(_), moved: false, .. }) => {}
+            // The preemption or requeue was carried out: the engine already queued it again.
+            (JobState::Waiting(intent), Gang::Stopping { id, .. }) => {
+                self.set_gang(uid, Gang::Pending { id: *id, intent: intent.clone() })
+            }
+            // Its record was removed by hand while it ran: release its place and queue it again.
+            (JobState::Waiting(intent), g @ Gang::Running { .. }) => {
+                self.release(&key, g, now);
+                self.submit(uid, intent.clone());
+            }
+            // Edited while waiting (queue, priority, size, topology): queue it again as it is now.
+            (JobState::Waiting(intent), g @ Gang::Pending { intent: was, .. }) if was != intent => {
+                self.release(&key, g, now);
+                self.submit(uid, intent.clone());
+            }
+            (JobState::Waiting(_), Gang::Pending { .. }) => {}
+            (JobState::Admitted(intent, record), Gang::None | Gang::Rejected { .. }) => {
+                self.adopt(uid, intent.clone(), record, now)
+            }
+            (JobState::Admitted(..), Gang::Stopping { .. }) => {}
+            (JobState::Admitted(_, record), Gang::Running { id, decided: Some(decided), moved })
+                if decided == record =>
+            {
+                let _ = moved;
+                self.set_gang(uid, Gang::Running { id: *id, decided: None, moved: false })
+            }
+            // A move not written yet: the object still shows the old hosts.
+            (JobState::Admitted(..), Gang::Running { moved: true, .. }) => {}
+            // The object carries another admission than the one just decided (an older one that
+            // is running): the pods are where the record says, so charge those hosts.
+            (JobState::Admitted(intent, record), g @ Gang::Running { decided: Some(_), .. })
+            | (JobState::Admitted(intent, record), g @ Gang::Pending { .. }) => {
+                self.release(&key, g, now);
+                self.adopt(uid, intent.clone(), record, now);
+            }
+            (JobState::Admitted(..), Gang::Running { decided: None, .. } | Gang::Unplaced) => {}
+        }
+    }
+
+    fn request(&mut self, uid: &str, intent: &GangIntent) -> GangRequest {
+        let row = &self.table[uid];
+        let id = GangId(self.next_id);
+        self.next_id += 1;
+        GangRequest {
+            id,
+            queue: intent.queue.clone(),
+            priority: intent.priority,
+            submit: row.created,
+            shape: if self.node_slots {
+                crate::controller::slurm_side::node_slot_shape(&intent.shape)
+            } else {
+                intent.shape.clone()
+            },
+            runtime_estimate: None,
+            hosts: intent.hosts.clone(),
+            order: row.order,
+        }
+    }
+
+    fn submit(&mut self, uid: &str, intent: GangIntent) {
+        let request = self.request(uid, &intent);
+        let id = request.id;
+        match self.engine.submit(request) {
+            Ok(Submitted::Queued) => {
+                self.by_id.insert(id, uid.to_string());
+                self.set_gang(uid, Gang::Pending { id, intent });
+            }
+            Ok(Submitted::Unschedulable(why)) => {
+                let decision = match &why {
+                    trainyard_policies::Unschedulable::UnknownQueue { queue } => unknown_queue(queue),
+                    _ => Decision::Unschedulable { reason: unschedulable_code(&why), message: why.to_string() },
+                };
+                self.set_gang(uid, Gang::Rejected { intent, decision });
+            }
+            Err(e) => {
+                let decision = Decision::Pending { reason: "SchedulerError".into(), message: e.to_string() };
+                self.set_gang(uid, Gang::Rejected { intent, decision });
+            }
+        }
+    }
+
+    fn adopt(&mut self, uid: &str, intent: GangIntent, record: &AdmissionRecord, now: u64) {
+        let hosts: Option<Vec<HostId>> = record.slots().iter().map(|name| self.hosts.host_named(name)).collect();
+        let Some(hosts) = hosts else {
+            // A record naming a node that left the cluster still runs where it is; it is not
+            // charged until it ends, which is the most the scheduler can know.
+            self.set_gang(uid, Gang::Unplaced);
+            return;
+        };
+        let request = self.request(uid, &intent);
+        let id = request.id;
+        match self.engine.adopt(request, hosts, record.at.min(now)) {
+            Ok(Submitted::Queued) => {
+                self.by_id.insert(id, uid.to_string());
+                self.set_gang(uid, Gang::Running { id, decided: None, moved: false });
+            }
+            _ => self.set_gang(uid, Gang::Unplaced),
+        }
+    }
+
+    /// Takes in what a cycle did: preemptions, admissions, requeues and moves.
+    pub(super) fn take_cycle(&mut self, cycle: Cycle, now: u64, stats: &mut CycleStats) {
+        stats.ran = !cycle.admitted.is_empty() || !cycle.preempted.is_empty() || self.engine.cycle_ran();
+        for p in &cycle.preempted {
+            let by = self.by_id.get(&p.by).and_then(|u| self.table.get(u)).map(|t| t.key.clone()).unwrap_or_default();
+            if let Some(uid) = self.by_id.get(&p.victim).cloned() {
+                self.set_gang(&uid, Gang::Stopping { id: p.victim, decision: Decision::Preempt { by } });
+                stats.preempted += 1;
+            }
+        }
+        for lost in &cycle.requeued {
+            if let Some(uid) = self.by_id.get(&lost.gang).cloned() {
+                let names: Vec<String> = lost.hosts.iter().map(|&h| self.hosts.node_of(h, &self.engine)).collect();
+                let message = format!("requeued: node(s) {} under it were lost", names.join(", "));
+                let decision = Decision::Requeue { reason: "NodeLost".into(), message };
+                self.set_gang(&uid, Gang::Stopping { id: lost.gang, decision });
+                stats.node_losses += 1;
+            }
+        }
+        for a in &cycle.admitted {
+            let Some(uid) = self.by_id.get(&a.id).cloned() else { continue };
+            let level = self.domain_level(&uid);
+            let record = record_of(&self.engine, level.as_deref(), &a.placement, now, self.node_slots);
+            stats.admitted += 1;
+            stats.costs.push(record.cost);
+            self.set_gang(&uid, Gang::Running { id: a.id, decided: Some(record), moved: false });
+        }
+        for r in &cycle.replaced {
+            let Some(uid) = self.by_id.get(&r.gang).cloned() else { continue };
+            let Some(JobState::Admitted(_, old)) = self.table.get(&uid).map(|t| t.state.clone()) else { continue };
+            let record = moved_record(&self.engine, &old, r, self.hosts.name_of(r.lost, &self.engine));
+            stats.node_losses += 1;
+            self.set_gang(&uid, Gang::Running { id: r.gang, decided: Some(record), moved: true });
+            // Its pods on the lost host now charge that host until they are gone.
+            let key = self.table[&uid].key.clone();
+            self.reclassify(&key);
+        }
+    }
+
+    /// The level whose domain becomes the pods' node selector, for a domain-mode gang.
+    fn domain_level(&self, uid: &str) -> Option<String> {
+        let row = self.table.get(uid)?;
+        let (JobState::Waiting(intent) | JobState::Admitted(intent, _)) = &row.state else { return None };
+        match (&intent.shape.topology, intent.domain_mode) {
+            (TopologyRequest::Required(level), true) => Some(level.clone()),
+            _ => None,
+        }
+    }
+
+    /// Looks again at the decision of every stale row and returns the ones that changed.
+    pub(super) fn settle(&mut self) -> std::collections::BTreeMap<String, Option<Decision>> {
+        let stale = std::mem::take(&mut self.stale);
+        let mut out = std::collections::BTreeMap::new();
+        for uid in stale {
+            let Some(decision) = self.table.get(&uid).map(|row| self.decide(row)) else { continue };
+            let row = self.table.get_mut(&uid).expect("looked up above");
+            if row.decision != decision {
+                row.decision = decision.clone();
+                out.insert(row.key.clone(), decision);
+            }
+            if matches!(row.state, JobState::Inactive) && matches!(row.gang, Gang::None) {
+                let key = row.key.clone();
+                self.table.remove(&uid);
+                if self.by_key.get(&key).is_some_and(|u| *u == uid) {
+                    self.by_key.remove(&key);
+                }
+            }
+        }
+        out
+    }
+
+    fn decide(&self, row: &Tracked) -> Option<Decision> {
+        match (&row.state, &row.gang) {
+            (JobState::Inactive, _) => None,
+            (JobState::Kept, Gang::Running { .. } | Gang::Unplaced) => Some(Decision::Running),
+            (JobState::Kept, _) => None,
+            (_, Gang::Rejected { decision, .. } | Gang::Stopping { decision, .. }) => Some(decision.clone()),
+            (_, Gang::Pending { id, .. }) => {
+                let status = self.engine.pending_status(*id)?;
+                if status.reason == trainyard_policies::PendingReason::NotYetScheduled {
+                    // The next cycle gives it a reason; saying "not yet" would only flap.
+                    return row.decision.clone();
+                }
+                Some(Decision::Pending { reason: reason_code(&status.reason), message: status.reason.to_string() })
+            }
+            (JobState::Waiting(_), Gang::Running { decided: Some(record), .. }) => {
+                Some(Decision::Admit(record.clone()))
+            }
+            (_, Gang::Running { decided: Some(record), moved: true, .. }) => Some(Decision::Move(record.clone())),
+            (_, Gang::Running { id, .. }) => Some(self.degraded(*id).unwrap_or(Decision::Running)),
+            (_, Gang::Unplaced) => Some(Decision::Running),
+            (_, Gang::None) => None,
+        }
+    }
+
+    /// The lost nodes of a running gang, as a decision.
+    fn degraded(&self, id: GangId) -> Option<Decision> {
+        let lost = self.engine.lost_hosts(id);
+        if lost.is_empty() {
+            return None;
+        }
+        let nodes: Vec<String> = lost.iter().map(|&(h, _)| self.hosts.node_of(h, &self.engine)).collect();
+        let why: Vec<String> = lost.iter().map(|&(h, _)| self.hosts.why_lost(h, &self.engine)).collect();
+        Some(Decision::Degraded { nodes, message: format!("lost node(s): {}", why.join("; ")) })
+    }
+
+    /// Waiting gangs the engine refused are looked at again (the cluster or the quotas changed).
+    pub fn retry_rejected(&mut self, now: u64) {
+        let rejected: Vec<String> = self
+            .table
+            .iter()
+            .filter(|(_, t)| matches!(t.gang, Gang::Rejected { .. }))
+            .map(|(u, _)| u.clone())
+            .collect();
+        for uid in rejected {
+            if let Some(JobState::Waiting(intent)) = self.table.get(&uid).map(|t| t.state.clone()) {
+                self.submit(&uid, intent);
+            }
+        }
+        let unplaced: Vec<String> =
+            self.table.iter().filter(|(_, t)| t.gang == Gang::Unplaced).map(|(u, _)| u.clone()).collect();
+        for uid in unplaced {
+            if let Some(JobState::Admitted(intent, record)) = self.table.get(&uid).map(|t| t.state.clone()) {
+                self.adopt(&uid, intent, &record, now);
+            }
+        }
+    }
+
+    /// Whether the running gang of `key` holds `host` for its pods (domain-mode gangs hold their
+    /// whole domain: kube-scheduler picks their hosts).
+    pub(super) fn accounts(&self, key: &str, host: HostId) -> bool {
+        let Some(row) = self.by_key.get(key).and_then(|u| self.table.get(u)) else { return false };
+        let Gang::Running { id, .. } = &row.gang else { return false };
+        if self.domain_level(&row.uid).is_some() {
+            return true;
+        }
+        self.engine.running_placement(*id).is_some_and(|p| p.hosts.contains(&host))
+    }
+}

@@ -1,0 +1,326 @@
+//! The scheduling task: takes watch events as they come, applies them to the live picture, and
+//! runs a cycle as soon as something changed (events of one burst coalesced over a few
+//! milliseconds), with the tick as a safety net. It never waits on the API server: decisions go
+//! to the reconcilers through a channel, Queue status to the status writer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::{Notify, mpsc};
+
+use super::live::{Change, Changed, Initial, Live, LiveSettings, Note};
+use super::metrics::{PendingLabel, QueueLabel};
+use super::queue_status::queue_statuses;
+use super::run::Ctx;
+use super::scheduler::{CycleStats, Decision};
+use super::slurm_run::SlurmLoop;
+use super::slurm_side::slurm_cycle;
+use super::status_writer::Target;
+use crate::api::{Queue, TrainJob};
+
+/// How long a burst of events is gathered before the cycle runs.
+const COALESCE: Duration = Duration::from_millis(5);
+/// The longest a burst may hold the cycle back.
+const COALESCE_MAX: Duration = Duration::from_millis(50);
+/// Queue status is written at most this often.
+const QUEUE_STATUS_EVERY: Duration = Duration::from_secs(1);
+
+/// Seconds since the epoch, now.
+fn now_s() -> u64 {
+    u64::try_from(Timestamp::now().as_second()).unwrap_or(0)
+}
+
+/// Runs the loop until the event channel closes. `started` is woken after the engine is built,
+/// every recorded admission adopted and the first cycle run: only then may anything write status.
+pub async fn run(
+    ctx: Arc<Ctx>,
+    mut rx: mpsc::Receiver<Change>,
+    trigger: mpsc::Sender<ObjectRef<TrainJob>>,
+    runtimes_changed: Arc<Notify>,
+    started: Arc<Notify>,
+) {
+    let mut initial = Initial::default();
+    ctx.runtimes.wait_until_ready().await.ok();
+    ctx.cluster_runtimes.wait_until_ready().await.ok();
+    initial.take(Change::Runtimes(super::feed::index_runtimes(&ctx.runtimes, &ctx.cluster_runtimes)));
+    let waiting_since = Instant::now();
+    while !initial.complete() {
+        match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+            Ok(Some(change)) => initial.take(change),
+            Ok(None) => return,
+            Err(_) => {
+                tracing::info!(waiting_for = ?initial.waiting_for(), since_s = waiting_since.elapsed().as_secs(), "listing")
+            }
+        }
+    }
+    let settings = LiveSettings {
+        mode: ctx.settings.mode,
+        policy_text: ctx.settings.policy_text.clone(),
+        policy_name: ctx.settings.policy_name.clone(),
+        topology: ctx.settings.topology.clone(),
+        slurm_configured: ctx.settings.slurm.is_some() && ctx.settings.mode == super::plan::Mode::Standalone,
+    };
+    let (mut live, notes) = match Live::start(initial, settings, now_s()) {
+        Ok(built) => built,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot build the scheduling engine");
+            std::process::exit(1);
+        }
+    };
+    ctx.metrics.engine_builds.inc();
+    report(&notes);
+    let mut task = Task { ctx: ctx.clone(), trigger, slurm: SlurmLoop::default(), queue_status_at: None };
+    task.cycle(&mut live);
+    started.notify_one();
+    tracing::info!("engine built, recorded admissions adopted, first cycle done");
+
+    let mut tick = tokio::time::interval(ctx.settings.cycle);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let mut notes = Vec::new();
+        tokio::select! {
+            change = rx.recv() => {
+                let Some(change) = change else { return };
+                task.seen(&change);
+                notes.extend(live.apply(change, now_s()));
+                // Gather the rest of the burst: a cycle per event would waste work.
+                let until = Instant::now() + COALESCE;
+                let hard = Instant::now() + COALESCE_MAX;
+                loop {
+                    match rx.try_recv() {
+                        Ok(change) => {
+                            task.seen(&change);
+                            notes.extend(live.apply(change, now_s()));
+                            if Instant::now() >= hard {
+                                break;
+                            }
+                        }
+                        Err(mpsc::error::TryRecvError::Empty) => {
+                            let left = until.saturating_duration_since(Instant::now());
+                            if left.is_zero() {
+                                break;
+                            }
+                            match tokio::time::timeout(left, rx.recv()).await {
+                                Ok(Some(change)) => {
+                                    task.seen(&change);
+                                    notes.extend(live.apply(change, now_s()));
+                                }
+                                Ok(None) => return,
+                                Err(_) => break,
+                            }
+                        }
+                        Err(mpsc::error::TryRecvError::Disconnected) => return,
+                    }
+                }
+            }
+            _ = runtimes_changed.notified() => {
+                let index = super::feed::index_runtimes(&ctx.runtimes, &ctx.cluster_runtimes);
+                notes.extend(live.apply(Change::Runtimes(index), now_s()));
+            }
+            _ = tick.tick() => {}
+        }
+        report(&notes);
+        task.cycle(&mut live);
+    }
+}
+
+fn report(notes: &[Note]) {
+    for note in notes {
+        match &note.node {
+            Some(node) => tracing::warn!(node = %node, "{}", note.message),
+            None => tracing::warn!("{}", note.message),
+        }
+    }
+}
+
+/// What the loop carries between cycles.
+struct Task {
+    ctx: Arc<Ctx>,
+    trigger: mpsc::Sender<ObjectRef<TrainJob>>,
+    slurm: SlurmLoop,
+    queue_status_at: Option<Instant>,
+}
+
+impl Task {
+    /// Notes when a TrainJob was first seen, for the launch latency.
+    fn seen(&self, change: &Change) {
+        if let Change::Job(event) = change
+            && let kube::runtime::watcher::Event::Apply(job) | kube::runtime::watcher::Event::InitApply(job) =
+                event.as_ref()
+            && let Some(uid) = &job.metadata.uid
+        {
+            self.ctx.first_seen.lock().expect("lock").entry(uid.clone()).or_insert_with(Instant::now);
+        }
+    }
+
+    fn cycle(&mut self, live: &mut Live) {
+        let started = Instant::now();
+        let now = now_s();
+        let (mut changed, stats) = live.cycle(now);
+        let mut all_stats = vec![stats];
+        if let Some(link) = self.ctx.settings.slurm.clone() {
+            let queues: Vec<&Queue> = live.queues().values().map(|q| q.as_ref()).collect();
+            let fp = queues_fingerprint(&queues);
+            self.slurm.rebuild(&link, &self.ctx.settings.policy_text, &self.ctx.settings.policy_name, &queues, fp);
+            let missing =
+                self.slurm.problem.clone().unwrap_or_else(|| "waiting for the first answer from Slurm".into());
+            let (decisions, stats) = slurm_cycle(self.slurm.looped.as_mut(), &live.slurm_entries(), now, &missing);
+            for (key, d) in decisions {
+                live.publish(&key, Some(d), &mut changed);
+            }
+            all_stats.extend(stats);
+        }
+        self.publish(live, changed);
+        self.metrics(live, &all_stats, now);
+        self.queue_status(live);
+        self.ctx.metrics.cycle_seconds.observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Hands the changed decisions to the reconcilers, and the inputs they render with.
+    fn publish(&self, live: &mut Live, changed: Changed) {
+        {
+            let mut inputs = self.ctx.inputs.lock().expect("lock");
+            let (policy, _) = live.policy();
+            if inputs.policy != *policy || inputs.gpu_resource != live.gpu_resource() {
+                inputs.policy = policy.clone();
+                inputs.gpu_resource = live.gpu_resource().to_string();
+            }
+            let slurm = live.slurm_queues();
+            if *inputs.slurm_queues != slurm {
+                inputs.slurm_queues = Arc::new(slurm);
+            }
+        }
+        let arrivals = live.take_new_arrivals();
+        if !arrivals.is_empty() {
+            self.ctx.arrivals.lock().expect("lock").extend(arrivals);
+        }
+        if changed.is_empty() {
+            return;
+        }
+        {
+            let mut decisions = self.ctx.decisions.lock().expect("lock");
+            for (key, d) in &changed {
+                match d {
+                    Some(d) => decisions.insert(key.clone(), d.clone()),
+                    None => decisions.remove(key),
+                };
+            }
+        }
+        for key in changed.keys() {
+            let (ns, name) = key.split_once('/').unwrap_or(("", key));
+            // A full channel only delays the reconcile to the next change or resync.
+            let _ = self.trigger.try_send(ObjectRef::new(name).within(ns));
+        }
+    }
+
+    fn metrics(&self, live: &Live, all: &[CycleStats], now: u64) {
+        let m = &self.ctx.metrics;
+        for stats in all {
+            m.admissions.inc_by(stats.admitted);
+            m.preemptions.inc_by(stats.preempted);
+            for cost in &stats.costs {
+                m.placement_cost.observe(*cost as f64);
+            }
+        }
+        let looped = live.scheduling_loop();
+        let hosts = looped.hosts_report();
+        m.hosts_eligible.set(gauge(hosts.eligible));
+        m.hosts_unusable.set(gauge(hosts.unusable));
+        m.foreign_gpus.set(gauge(hosts.foreign_gpus));
+        let cluster = looped.engine().cluster();
+        m.cluster_gpus.set(gauge(cluster.total_capacity().gpus));
+        m.cluster_free_gpus.set(gauge(cluster.total_free().gpus));
+        m.status_backlog.set(gauge(self.ctx.status.backlog() as u64));
+        if !all.iter().any(|s| s.ran || !s.pending_by_queue.is_empty()) {
+            return;
+        }
+        m.queue_depth.clear();
+        m.pending.clear();
+        for stats in all {
+            for (queue, n) in &stats.pending_by_queue {
+                m.queue_depth.get_or_create(&QueueLabel { queue: queue.clone() }).inc_by(gauge(*n));
+            }
+        }
+        let mut by_reason: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut admitted_now = Vec::new();
+        for entry in live.entries() {
+            let intent = match &entry.state {
+                super::scheduler::JobState::Waiting(i) | super::scheduler::JobState::Admitted(i, _) => i,
+                _ => continue,
+            };
+            match live.decision(&entry.key) {
+                Some(Decision::Pending { reason, .. }) => {
+                    *by_reason.entry((intent.queue.clone(), reason.clone())).or_default() += 1;
+                }
+                Some(Decision::Admit(r)) if r.at == now => admitted_now.push(entry.created),
+                _ => {}
+            }
+        }
+        for ((queue, reason), n) in by_reason {
+            m.pending.get_or_create(&PendingLabel { queue, reason }).set(gauge(n));
+        }
+        for created in admitted_now {
+            m.admission_latency.observe(now.saturating_sub(created) as f64);
+        }
+        let quotas = looped.engine().quotas();
+        m.queue_used_gpus.clear();
+        m.queue_nominal_gpus.clear();
+        for q in quotas.queues().filter(|&q| q != quotas.root()) {
+            let label = QueueLabel { queue: quotas.name(q).to_string() };
+            m.queue_used_gpus.get_or_create(&label).set(gauge(quotas.usage(q).gpus));
+            let nominal = quotas.nominal(q).gpus;
+            if nominal != u64::MAX {
+                m.queue_nominal_gpus.get_or_create(&label).set(gauge(nominal));
+            }
+        }
+    }
+
+    /// Sends each Queue's status to the writer when it changed, at most once a second.
+    fn queue_status(&mut self, live: &Live) {
+        if self.queue_status_at.is_some_and(|at| at.elapsed() < QUEUE_STATUS_EVERY) {
+            return;
+        }
+        self.queue_status_at = Some(Instant::now());
+        let now = Time(Timestamp::now());
+        let queues: Vec<&Queue> = live.queues().values().map(|q| q.as_ref()).collect();
+        let (hpc, k8s): (Vec<&Queue>, Vec<&Queue>) = queues.iter().partition(|q| q.spec.slurm.is_some());
+        let decisions = |key: &str| live.decision(key).cloned();
+        let entries: Vec<_> = live.entries().collect();
+        let (_, problem) = live.policy();
+        let mut statuses = queue_statuses(&k8s, live.scheduling_loop().engine(), &entries, &decisions, problem, &now);
+        if let Some(looped) = &self.slurm.looped {
+            let hpc_problem = self.slurm.problem.as_deref().or(problem);
+            statuses.extend(queue_statuses(&hpc, looped.engine(), &entries, &decisions, hpc_problem, &now));
+        }
+        for (name, status) in statuses {
+            let current = live.queues().get(&name).and_then(|q| q.status.as_ref());
+            if current == Some(&status) || self.ctx.queue_sent.lock().expect("lock").get(&name) == Some(&status) {
+                continue;
+            }
+            self.ctx.queue_sent.lock().expect("lock").insert(name.clone(), status.clone());
+            let body = serde_json::json!({"apiVersion": Queue::api_version(&()), "kind": "Queue", "status": status});
+            self.ctx.status.send(Target::Queue(name), body);
+        }
+    }
+}
+
+fn gauge(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn queues_fingerprint(queues: &[&Queue]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut keyed: Vec<(String, i64)> = queues
+        .iter()
+        .map(|q| (q.metadata.name.clone().unwrap_or_default(), q.metadata.generation.unwrap_or_default()))
+        .collect();
+    keyed.sort();
+    keyed.hash(&mut h);
+    h.finish()
+}
