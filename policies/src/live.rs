@@ -137,6 +137,12 @@ impl Engine {
 
     /// A running gang moved `from` one host to its new `placement` (the cluster is charged already).
     pub(crate) fn move_running(&mut self, id: GangId, from: HostId, placement: &Placement) {
+        if let Some(lost) = self.lost.get_mut(&id) {
+            lost.remove(&from);
+            if lost.is_empty() {
+                self.lost.remove(&id);
+            }
+        }
         if let Some(set) = self.on_host.get_mut(&from) {
             set.remove(&id);
             if set.is_empty() {

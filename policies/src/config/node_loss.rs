@@ -3,8 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_saphyr::Spanned;
 
-use super::Reporter;
-use super::options::optional_duration;
+use super::{Reporter, parse_duration};
 use crate::Result;
 
 /// How long a host must stay lost before the action, when the file gives none.
@@ -51,6 +50,13 @@ pub(super) struct NodeLossFile {
 
 pub(super) fn check_node_loss(file: Option<NodeLossFile>, report: &Reporter<'_>) -> Result<NodeLossConfig> {
     let Some(file) = file else { return Ok(NodeLossConfig::default()) };
-    let grace_s = optional_duration(&file.grace, "node_loss.grace", report)?.unwrap_or(DEFAULT_NODE_LOSS_GRACE_S);
+    // Zero is allowed: act as soon as a node is lost.
+    let grace_s = match &file.grace {
+        None => DEFAULT_NODE_LOSS_GRACE_S,
+        Some(text) => parse_duration(&text.value).ok_or_else(|| {
+            let message = format!("`{}` is not a duration such as 0s, 90s, 30m or 4h", text.value);
+            report.at(text.referenced.line(), "node_loss.grace", message)
+        })?,
+    };
     Ok(NodeLossConfig { action: file.action, grace_s })
 }

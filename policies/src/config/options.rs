@@ -112,7 +112,7 @@ pub(super) fn positive_duration(text: &Spanned<String>, field: &str, report: &Re
     }
 }
 
-pub(super) fn optional_duration(
+fn optional_duration(
     text: &Option<Spanned<String>>,
     field: &str,
     report: &Reporter<'_>,

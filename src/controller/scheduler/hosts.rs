@@ -207,6 +207,26 @@ impl SchedulingLoop {
         self.seen_generation = self.engine.cluster().generation();
     }
 
+    /// A host standing in for a node an admission record names but the cluster does not have: in
+    /// the tree under placeholder domains, holding `capacity` (what the gang's pods there take),
+    /// unusable. The caller removes it once the gang is charged there, so it stays only while held.
+    pub(super) fn stand_in(&mut self, name: &str, capacity: Option<Resources>, now: u64) -> Option<HostId> {
+        let levels = self.engine.cluster().topology().levels().len();
+        let mut path = vec!["(removed)".to_string(); levels.saturating_sub(1)];
+        path.push(name.to_string());
+        let spec = trainyard_topology::HostSpec {
+            path,
+            capacity: capacity?,
+            flavor: None,
+            attrs: trainyard_topology::eligibility::HostAttrs { node_name: name.to_string(), ..Default::default() },
+            ready: false,
+        };
+        let h = self.engine.add_host(spec, now).ok()?;
+        self.hosts.names.insert(h, (name.to_string(), name.to_string()));
+        self.hosts.by_host_name.insert(name.to_string(), h);
+        Some(h)
+    }
+
     /// Drops the names of hosts the engine dropped (removed hosts their gangs released).
     pub(super) fn forget_reaped(&mut self) {
         for h in self.engine.take_reaped_hosts() {

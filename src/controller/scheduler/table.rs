@@ -19,8 +19,9 @@ pub(crate) enum Gang {
     /// Running in the engine. `decided` is a record the object does not carry yet (a new
     /// admission, or a move off lost nodes when `moved`).
     Running { id: GangId, decided: Option<AdmissionRecord>, moved: bool },
-    /// Taken off its hosts (pending again in the engine) while the object still has its record.
-    Stopping { id: GangId, decision: Decision },
+    /// Taken off its hosts while the object still has its record and its pods may still run:
+    /// out of the engine until the object shows it stopped, then queued again in its old place.
+    Stopping { decision: Decision },
     /// Refused by the engine for this intent; looked at again when the TrainJob, the cluster or
     /// the quotas change.
     Rejected { intent: GangIntent, decision: Decision },
@@ -44,8 +45,8 @@ pub(super) struct Tracked {
 impl Gang {
     fn id(&self) -> Option<GangId> {
         match self {
-            Gang::Pending { id, .. } | Gang::Running { id, .. } | Gang::Stopping { id, .. } => Some(*id),
-            Gang::None | Gang::Rejected { .. } | Gang::Unplaced => None,
+            Gang::Pending { id, .. } | Gang::Running { id, .. } => Some(*id),
+            Gang::None | Gang::Stopping { .. } | Gang::Rejected { .. } | Gang::Unplaced => None,
         }
     }
 }
@@ -127,10 +128,9 @@ impl SchedulingLoop {
                 self.submit(uid, intent.clone())
             }
             (JobState::Waiting(_), Gang::Running { decided: Some(_), moved: false, .. }) => {}
-            // The preemption or requeue was carried out: the engine already queued it again.
-            (JobState::Waiting(intent), Gang::Stopping { id, .. }) => {
-                self.set_gang(uid, Gang::Pending { id: *id, intent: intent.clone() })
-            }
+            // The preemption or requeue was carried out: queue it again (same submit time and
+            // order, so the same place).
+            (JobState::Waiting(intent), Gang::Stopping { .. }) => self.submit(uid, intent.clone()),
             // Its record was removed by hand while it ran: release its place and queue it again.
             (JobState::Waiting(intent), g @ Gang::Running { .. }) => {
                 self.release(&key, g, now);
@@ -208,21 +208,38 @@ impl SchedulingLoop {
     }
 
     fn adopt(&mut self, uid: &str, intent: GangIntent, record: &AdmissionRecord, now: u64) {
-        let hosts: Option<Vec<HostId>> = record.slots().iter().map(|name| self.hosts.host_named(name)).collect();
-        let Some(hosts) = hosts else {
-            // A record naming a node that left the cluster still runs where it is; it is not
-            // charged until it ends, which is the most the scheduler can know.
-            self.set_gang(uid, Gang::Unplaced);
-            return;
-        };
         let request = self.request(uid, &intent);
+        // A node the record names that is gone (deleted while trainyard was down) is held as a
+        // removed host: its gang stays charged there, as it would have been without the restart.
+        let mut stand_ins = Vec::new();
+        let mut hosts = Vec::with_capacity(record.pods() as usize);
+        for (name, pods) in &record.nodes {
+            let host = match self.hosts.host_named(name) {
+                Some(h) => h,
+                None => match self.stand_in(name, request.shape.pod.checked_mul(u64::from(*pods)), now) {
+                    Some(h) => {
+                        stand_ins.push(h);
+                        h
+                    }
+                    None => {
+                        self.set_gang(uid, Gang::Unplaced);
+                        return;
+                    }
+                },
+            };
+            hosts.extend(std::iter::repeat_n(host, *pods as usize));
+        }
         let id = request.id;
-        match self.engine.adopt(request, hosts, record.at.min(now)) {
-            Ok(Submitted::Queued) => {
-                self.by_id.insert(id, uid.to_string());
-                self.set_gang(uid, Gang::Running { id, decided: None, moved: false });
-            }
-            _ => self.set_gang(uid, Gang::Unplaced),
+        let adopted = matches!(self.engine.adopt(request, hosts, record.at.min(now)), Ok(Submitted::Queued));
+        for h in stand_ins {
+            let _ = self.engine.remove_host(h, now);
+        }
+        self.forget_reaped();
+        if adopted {
+            self.by_id.insert(id, uid.to_string());
+            self.set_gang(uid, Gang::Running { id, decided: None, moved: false });
+        } else {
+            self.set_gang(uid, Gang::Unplaced);
         }
     }
 
@@ -231,19 +248,14 @@ impl SchedulingLoop {
         stats.ran = !cycle.admitted.is_empty() || !cycle.preempted.is_empty() || self.engine.cycle_ran();
         for p in &cycle.preempted {
             let by = self.by_id.get(&p.by).and_then(|u| self.table.get(u)).map(|t| t.key.clone()).unwrap_or_default();
-            if let Some(uid) = self.by_id.get(&p.victim).cloned() {
-                self.set_gang(&uid, Gang::Stopping { id: p.victim, decision: Decision::Preempt { by } });
-                stats.preempted += 1;
-            }
+            self.hold(p.victim, Decision::Preempt { by });
+            stats.preempted += 1;
         }
         for lost in &cycle.requeued {
-            if let Some(uid) = self.by_id.get(&lost.gang).cloned() {
-                let names: Vec<String> = lost.hosts.iter().map(|&h| self.hosts.node_of(h, &self.engine)).collect();
-                let message = format!("requeued: node(s) {} under it were lost", names.join(", "));
-                let decision = Decision::Requeue { reason: "NodeLost".into(), message };
-                self.set_gang(&uid, Gang::Stopping { id: lost.gang, decision });
-                stats.node_losses += 1;
-            }
+            let names: Vec<String> = lost.hosts.iter().map(|&h| self.hosts.node_of(h, &self.engine)).collect();
+            let message = format!("requeued: node(s) {} under it were lost", names.join(", "));
+            self.hold(lost.gang, Decision::Requeue { reason: "NodeLost".into(), message });
+            stats.node_losses += 1;
         }
         for a in &cycle.admitted {
             let Some(uid) = self.by_id.get(&a.id).cloned() else { continue };
@@ -263,6 +275,15 @@ impl SchedulingLoop {
             let key = self.table[&uid].key.clone();
             self.reclassify(&key);
         }
+    }
+
+    /// Holds a gang the engine stopped (and queued again) out of the engine until its TrainJob
+    /// shows it stopped: its pods may run until then, and admitting it again meanwhile would put a
+    /// second copy beside them.
+    fn hold(&mut self, id: GangId, decision: Decision) {
+        let Some(uid) = self.by_id.remove(&id) else { return };
+        let _ = self.engine.cancel_pending(id);
+        self.set_gang(&uid, Gang::Stopping { decision });
     }
 
     /// The level whose domain becomes the pods' node selector, for a domain-mode gang.
@@ -327,8 +348,10 @@ impl SchedulingLoop {
         if lost.is_empty() {
             return None;
         }
-        let nodes: Vec<String> = lost.iter().map(|&(h, _)| self.hosts.node_of(h, &self.engine)).collect();
-        let why: Vec<String> = lost.iter().map(|&(h, _)| self.hosts.why_lost(h, &self.engine)).collect();
+        let mut named: Vec<(String, String)> =
+            lost.iter().map(|&(h, _)| (self.hosts.node_of(h, &self.engine), self.hosts.why_lost(h, &self.engine))).collect();
+        named.sort();
+        let (nodes, why): (Vec<String>, Vec<String>) = named.into_iter().unzip();
         Some(Decision::Degraded { nodes, message: format!("lost node(s): {}", why.join("; ")) })
     }
 
