@@ -14,6 +14,12 @@ impl Engine {
     /// [`Submitted::Unschedulable`] and not recorded; a host list that does not match the gang's
     /// pod count is an error and changes nothing.
     pub fn adopt(&mut self, request: GangRequest, hosts: Vec<HostId>, start: u64) -> Result<Submitted> {
+        self.adopt_at(request, hosts, start, start)
+    }
+
+    /// [`Engine::adopt`] at `now`: a host it holds that is lost now counts as lost from `now`
+    /// (not from when the gang started).
+    pub fn adopt_at(&mut self, request: GangRequest, hosts: Vec<HostId>, start: u64, now: u64) -> Result<Submitted> {
         let id = request.id;
         if hosts.len() != request.shape.pods as usize {
             let message = format!("{} recorded hosts for {} pods", hosts.len(), request.shape.pods);
@@ -23,7 +29,7 @@ impl Engine {
             return Err(Error::BadRecord { id, message: format!("host #{} is not part of the cluster", h.0) });
         }
         let pod = request.shape.pod;
-        let submitted = self.submit(request)?;
+        let submitted = self.enter(request, false)?;
         if submitted != Submitted::Queued {
             return Ok(submitted);
         }
@@ -34,6 +40,7 @@ impl Engine {
         self.pending.remove(&key);
         self.cluster.charge_placement(&placement, pod);
         self.run(id, &placement, start);
+        self.refresh_lost(id, now.max(start));
         Ok(Submitted::Queued)
     }
 }

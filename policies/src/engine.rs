@@ -80,6 +80,9 @@ pub struct Cycle {
     pub requeued: Vec<NodeLoss>,
     /// Running gangs moved off lost hosts onto free ones in the same domain.
     pub replaced: Vec<Replacement>,
+    /// Pending gangs that the cluster, as it changed, can no longer hold even empty; they left
+    /// the engine (a caller may submit them again when the cluster grows).
+    pub rejected: Vec<(GangId, crate::Unschedulable)>,
 }
 
 /// A running gang requeued because hosts under it were lost (policy `node_loss: requeue`, or
@@ -204,6 +207,10 @@ pub struct Engine {
     pub(crate) on_host: HashMap<HostId, BTreeSet<GangId>>,
     /// Running gangs with lost hosts, each with when it was lost.
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
+    /// Pending gangs by what they ask of the cluster (looked up by request only).
+    pub(crate) pending_by_request: HashMap<PlacementRequest, BTreeSet<GangId>>,
+    /// The cluster generation pending gangs were last checked against the empty cluster for.
+    pruned_generation: u64,
 }
 
 /// The flavor index of each queue bound to one (`u16::MAX` for a flavor no node has).
@@ -270,7 +277,10 @@ impl Engine {
             backoffs: BTreeSet::new(),
             on_host: HashMap::new(),
             lost: BTreeMap::new(),
+            pending_by_request: HashMap::new(),
+            pruned_generation: 0,
         };
+        engine.pruned_generation = engine.cluster.generation();
         engine.apply_settings(&config);
         engine.flavor_of = flavors_of(&config, engine.cluster.topology());
         engine
@@ -382,6 +392,10 @@ impl Engine {
         if self.failed_at.values().next().is_some_and(|(epoch, _)| *epoch != self.cluster.epoch()) {
             self.failed_at.clear();
         }
+        if self.cluster.generation() != self.pruned_generation {
+            self.pruned_generation = self.cluster.generation();
+            cycle.rejected = self.prune_never_fits()?;
+        }
         self.cycle += 1;
         let blanket_before = self.blanket.take();
         let mode = self.config.backfill;
@@ -455,6 +469,11 @@ impl Engine {
                 .get(&request)
                 .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
             let placed = match known {
+                // Still true (nothing was freed since), but the free amount may have shrunk.
+                Some(PlacementFailure::Capacity { requested, .. }) => Err(PlacementFailure::Capacity {
+                    requested: *requested,
+                    free: self.cluster.free_for(request.hosts, trainyard_topology::DomainId::ROOT),
+                }),
                 Some(failure) => Err(failure.clone()),
                 None => self.cluster.place(&request),
             };
@@ -528,6 +547,24 @@ impl Engine {
         let backoff = self.backoffs.first().map(|&(t, _)| t);
         let resync = self.fair.and_then(|f| f.half_life_s).and(self.last_full).map(|t| t + RESYNC_S);
         [backoff, resync, self.lost_due()].into_iter().flatten().min()
+    }
+
+    /// Takes out the pending gangs that the cluster as it stands cannot hold even empty: one
+    /// look per distinct request, so the cost follows the kinds of gangs waiting, not their number.
+    fn prune_never_fits(&mut self) -> Result<Vec<(GangId, crate::Unschedulable)>> {
+        let requests: Vec<PlacementRequest> = self.pending_by_request.keys().copied().collect();
+        let mut out: BTreeMap<GangId, crate::Unschedulable> = BTreeMap::new();
+        for request in requests {
+            if let Some(failure) = self.never_fits(&request) {
+                for &id in self.pending_by_request.get(&request).into_iter().flatten() {
+                    out.insert(id, crate::Unschedulable::NeverFits(failure.clone().into()));
+                }
+            }
+        }
+        for id in out.keys() {
+            self.cancel_pending(*id)?;
+        }
+        Ok(out.into_iter().collect())
     }
 
     /// The status a pending gang the last cycle did not reach reads, when a blanket covers it.

@@ -12,6 +12,12 @@ use crate::{Engine, Error, GangId, GangRequest, PendingReason, PendingStatus, Re
 impl Engine {
     /// Queue a gang, or say why it can never run.
     pub fn submit(&mut self, request: GangRequest) -> Result<Submitted> {
+        self.enter(request, true)
+    }
+
+    /// Takes a gang into the table as pending; `fit` checks that it fits the empty cluster (a
+    /// gang taken back where it already runs is not asked that).
+    pub(crate) fn enter(&mut self, request: GangRequest, fit: bool) -> Result<Submitted> {
         if self.gangs.contains_key(&request.id) {
             return Err(Error::DuplicateGang(request.id));
         }
@@ -43,7 +49,7 @@ impl Engine {
         let flavor = self.flavor_of.get(&request.queue).copied();
         let hosts = self.cluster.class_of(&request.hosts);
         let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint, flavor, hosts };
-        if let Some(failure) = self.never_fits(&placement_request) {
+        if let Some(failure) = self.never_fits(&placement_request).filter(|_| fit) {
             self.cluster.release_class(hosts);
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
@@ -59,6 +65,7 @@ impl Engine {
         }
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         let id = request.id;
+        self.pending_by_request.entry(placement_request).or_default().insert(id);
         self.gangs.insert(
             id,
             GangRecord {
@@ -152,6 +159,13 @@ impl Engine {
             self.pending_by_size.remove(&size_key(id, &gang.request));
         }
         self.backoffs.remove(&(gang.not_before, id));
+        let request = gang.placement_request;
+        if let Some(set) = self.pending_by_request.get_mut(&request) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.pending_by_request.remove(&request);
+            }
+        }
     }
 
     /// Releases a running gang's hosts and quota and drops it from the running indexes; the
@@ -187,6 +201,7 @@ impl Engine {
         let key = self.order_key(id);
         self.pending.insert(key, id);
         let gang = &self.gangs[&id];
+        self.pending_by_request.entry(gang.placement_request).or_default().insert(id);
         if gang.gpus == 0 {
             self.pending_without_gpus += 1;
         } else {
@@ -231,6 +246,7 @@ impl Engine {
         let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
         self.cluster.allocate_placement(placement, gang.placement_request.pod)?;
         self.run(id, placement, now);
+        self.refresh_lost(id, now);
         Ok(())
     }
 
@@ -246,7 +262,6 @@ impl Engine {
         self.running_by_queue.entry(gang.queue).or_default().insert((gang.request.priority, id));
         self.index_hosts(id, placement, true);
         self.touch(id);
-        self.refresh_lost(id, now);
     }
 
     /// Adds or drops a running gang in the per-host index.

@@ -128,9 +128,11 @@ impl Engine {
     /// policy changed), and the pending gangs' requests with it.
     fn refresh_flavors(&mut self) {
         self.flavor_of = crate::engine::flavors_of(&self.config, self.cluster.topology());
-        for gang in self.gangs.values_mut() {
+        self.pending_by_request.clear();
+        for (id, gang) in self.gangs.iter_mut() {
             if matches!(gang.state, GangState::Pending { .. }) {
                 gang.placement_request.flavor = self.flavor_of.get(&gang.request.queue).copied();
+                self.pending_by_request.entry(gang.placement_request).or_default().insert(*id);
             }
         }
     }

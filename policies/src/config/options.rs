@@ -112,11 +112,7 @@ pub(super) fn positive_duration(text: &Spanned<String>, field: &str, report: &Re
     }
 }
 
-fn optional_duration(
-    text: &Option<Spanned<String>>,
-    field: &str,
-    report: &Reporter<'_>,
-) -> Result<Option<u64>> {
+fn optional_duration(text: &Option<Spanned<String>>, field: &str, report: &Reporter<'_>) -> Result<Option<u64>> {
     text.as_ref().map(|t| positive_duration(t, field, report)).transpose()
 }
 

@@ -176,6 +176,7 @@ impl SchedulingLoop {
         }
         self.hosts.by_host_name.insert(host_name, h);
         self.hosts.nodes.insert(name.to_string(), NodeEntry { host: Some(h), facts: Some(facts) });
+        self.touch_host(h);
         if current.is_none() {
             // Pods bound before the node was known, and records naming it, count now.
             let pods: Vec<String> = self.hosts.pods_on_node.get(name).into_iter().flatten().cloned().collect();
@@ -199,6 +200,7 @@ impl SchedulingLoop {
         for uid in &pods {
             self.uncharge(uid);
         }
+        self.touch_host(h);
         match self.engine.remove_host(h, now) {
             Ok(Removal::Removed) => self.forget_host(h),
             Ok(Removal::Held) => {}
@@ -225,6 +227,16 @@ impl SchedulingLoop {
         self.hosts.names.insert(h, (name.to_string(), name.to_string()));
         self.hosts.by_host_name.insert(name.to_string(), h);
         Some(h)
+    }
+
+    /// What the gangs on a host say about it (why it is lost) may have changed.
+    fn touch_host(&mut self, h: HostId) {
+        let on_it: Vec<trainyard_policies::GangId> = self.engine.gangs_on(h).collect();
+        for id in on_it {
+            if let Some(uid) = self.by_id.get(&id) {
+                self.stale.insert(uid.clone());
+            }
+        }
     }
 
     /// Drops the names of hosts the engine dropped (removed hosts their gangs released).

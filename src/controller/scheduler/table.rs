@@ -230,7 +230,7 @@ impl SchedulingLoop {
             hosts.extend(std::iter::repeat_n(host, *pods as usize));
         }
         let id = request.id;
-        let adopted = matches!(self.engine.adopt(request, hosts, record.at.min(now)), Ok(Submitted::Queued));
+        let adopted = matches!(self.engine.adopt_at(request, hosts, record.at.min(now), now), Ok(Submitted::Queued));
         for h in stand_ins {
             let _ = self.engine.remove_host(h, now);
         }
@@ -256,6 +256,12 @@ impl SchedulingLoop {
             let message = format!("requeued: node(s) {} under it were lost", names.join(", "));
             self.hold(lost.gang, Decision::Requeue { reason: "NodeLost".into(), message });
             stats.node_losses += 1;
+        }
+        for (id, why) in &cycle.rejected {
+            let Some(uid) = self.by_id.remove(id) else { continue };
+            let Some(JobState::Waiting(intent)) = self.table.get(&uid).map(|t| t.state.clone()) else { continue };
+            let decision = Decision::Unschedulable { reason: unschedulable_code(why), message: why.to_string() };
+            self.set_gang(&uid, Gang::Rejected { intent, decision });
         }
         for a in &cycle.admitted {
             let Some(uid) = self.by_id.get(&a.id).cloned() else { continue };
@@ -348,8 +354,10 @@ impl SchedulingLoop {
         if lost.is_empty() {
             return None;
         }
-        let mut named: Vec<(String, String)> =
-            lost.iter().map(|&(h, _)| (self.hosts.node_of(h, &self.engine), self.hosts.why_lost(h, &self.engine))).collect();
+        let mut named: Vec<(String, String)> = lost
+            .iter()
+            .map(|&(h, _)| (self.hosts.node_of(h, &self.engine), self.hosts.why_lost(h, &self.engine)))
+            .collect();
         named.sort();
         let (nodes, why): (Vec<String>, Vec<String>) = named.into_iter().unzip();
         Some(Decision::Degraded { nodes, message: format!("lost node(s): {}", why.join("; ")) })

@@ -12,7 +12,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::Event;
-use trainyard::api::{ADMISSION_ANNOTATION, QUEUE_LABEL, TrainJob};
+use trainyard::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, QUEUE_LABEL, TrainJob};
 use trainyard::controller::admission::AdmissionRecord;
 use trainyard::controller::live::{Change, Initial, Live, LiveSettings};
 use trainyard::controller::plan::Mode;
@@ -41,7 +41,11 @@ pub fn node(name: &str, gpus: u64) -> Node {
                 ]
                 .into(),
             ),
-            conditions: Some(vec![NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() }]),
+            conditions: Some(vec![NodeCondition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
             ..NodeStatus::default()
         }),
     }
@@ -184,14 +188,7 @@ fn settings(policy: &str) -> LiveSettings {
 }
 
 /// A fresh start on objects: every kind listed once, then the engine built.
-pub fn start(
-    policy: &str,
-    nodes: &[Node],
-    pods: &[Pod],
-    jobs: &[TrainJob],
-    runtimes: Arc<Runtimes>,
-    now: u64,
-) -> Live {
+pub fn start(policy: &str, nodes: &[Node], pods: &[Pod], jobs: &[TrainJob], runtimes: Arc<Runtimes>, now: u64) -> Live {
     let mut initial = Initial::default();
     let changes = listed(Change::Node, nodes)
         .into_iter()
@@ -264,10 +261,20 @@ impl Harness {
         self.live.apply(Change::Job(Box::new(Event::Apply(j))), self.now);
     }
 
-    /// Runs a cycle `dt` seconds later and returns the decisions it changed.
+    /// Runs a cycle `dt` seconds later and returns the decisions it changed; the arrival order of
+    /// TrainJobs seen for the first time is written on them, as their first reconcile does.
     pub fn advance(&mut self, dt: u64) -> trainyard::controller::live::Changed {
         self.now += dt;
-        self.live.cycle(self.now).0
+        let changed = self.live.cycle(self.now).0;
+        for (uid, n) in self.live.take_new_arrivals() {
+            let Some(mut j) = self.jobs.get(&uid).cloned() else { continue };
+            j.metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(ARRIVAL_ANNOTATION.into(), n.to_string());
+            self.job(j);
+        }
+        changed
     }
 
     pub fn cycle(&mut self) -> trainyard::controller::live::Changed {
@@ -290,9 +297,22 @@ impl Harness {
     pub fn record(&mut self, name: &str, record: &AdmissionRecord) {
         let uid = format!("uid-{name}");
         let mut j = self.jobs[&uid].clone();
-        j.metadata.annotations.get_or_insert_with(Default::default).insert(ADMISSION_ANNOTATION.into(), record.encode());
+        j.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ADMISSION_ANNOTATION.into(), record.encode());
         let rv = j.metadata.resource_version.as_deref().unwrap_or("1").parse::<u64>().unwrap_or(1) + 1;
         j.metadata.resource_version = Some(rv.to_string());
+        self.job(j);
+    }
+
+    /// Removes the admission record from the TrainJob, as a reconcile that stopped it does.
+    pub fn clear_record(&mut self, name: &str) {
+        let uid = format!("uid-{name}");
+        let mut j = self.jobs[&uid].clone();
+        if let Some(a) = j.metadata.annotations.as_mut() {
+            a.remove(ADMISSION_ANNOTATION);
+        }
         self.job(j);
     }
 
@@ -305,12 +325,18 @@ impl Harness {
         r
     }
 
-    /// A fresh start on the objects as they stand now (a restart of the controller).
-    pub fn restarted(&self) -> Live {
+    /// A fresh start on the objects as they stand now (a restart of the controller), before its
+    /// first cycle: every recorded admission adopted, nothing decided.
+    pub fn listed(&self) -> Live {
         let nodes: Vec<Node> = self.nodes.values().cloned().collect();
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
         let jobs: Vec<TrainJob> = self.jobs.values().cloned().collect();
-        let mut live = start(&self.policy, &nodes, &pods, &jobs, self.runtimes.clone(), self.now);
+        start(&self.policy, &nodes, &pods, &jobs, self.runtimes.clone(), self.now)
+    }
+
+    /// A fresh start after its first cycle.
+    pub fn restarted(&self) -> Live {
+        let mut live = self.listed();
         live.cycle(self.now);
         live
     }
@@ -320,7 +346,10 @@ impl Harness {
         let nodes: Vec<Node> = self.nodes.values().cloned().collect();
         let pods: Vec<Pod> = self.pods.values().cloned().collect();
         let jobs: Vec<TrainJob> = self.jobs.values().cloned().collect();
-        let changes = listed(Change::Node, &nodes).into_iter().chain(listed(Change::Pod, &pods)).chain(listed(Change::Job, &jobs));
+        let changes = listed(Change::Node, &nodes)
+            .into_iter()
+            .chain(listed(Change::Pod, &pods))
+            .chain(listed(Change::Job, &jobs));
         for c in changes {
             self.live.apply(c, self.now);
         }

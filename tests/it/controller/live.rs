@@ -63,7 +63,8 @@ fn a_pod_on_a_node_not_known_yet_counts_when_the_node_comes() {
 
 #[test]
 fn a_tainted_node_is_for_gangs_that_tolerate_it() {
-    let toleration = "                tolerations: [{key: dedicated, operator: Equal, value: vision, effect: NoSchedule}]\n";
+    let toleration =
+        "                tolerations: [{key: dedicated, operator: Equal, value: vision, effect: NoSchedule}]\n";
     let rts = runtimes(&[runtime_yaml("gpu", ""), runtime_yaml("vision", toleration)]);
     let mut all = nodes(2);
     all[0] = tainted(all[0].clone(), "dedicated", "vision", "NoSchedule");
@@ -72,7 +73,11 @@ fn a_tainted_node_is_for_gangs_that_tolerate_it() {
     h.job(trainjob("seer", "vision", "team", 1, 8, 1));
     h.cycle();
     // Without the toleration two nodes are too few: only n1 takes it.
-    assert!(matches!(h.decision("plain"), Some(Decision::Unschedulable { reason, .. }) if reason == "NeverFits"), "{:?}", h.decision("plain"));
+    assert!(
+        matches!(h.decision("plain"), Some(Decision::Unschedulable { reason, .. }) if reason == "NeverFits"),
+        "{:?}",
+        h.decision("plain")
+    );
     assert_eq!(hosts_of(&h.admitted("seer")), vec!["n0"], "the tolerating gang goes to the tainted node first");
     restart_agrees(&h, &["plain", "seer"]);
     // The taint goes: the gang that could never fit is looked at again.
@@ -164,9 +169,17 @@ fn the_gang_is_charged_on_a_lost_node_until_its_pods_are_gone() {
     }
     h.node(cordoned(node(&hosts[0], 8)));
     h.advance(10);
-    assert!(matches!(h.decision("g1"), Some(Decision::Degraded { .. })), "within the grace it waits: {:?}", h.decision("g1"));
+    assert!(
+        matches!(h.decision("g1"), Some(Decision::Degraded { .. })),
+        "within the grace it waits: {:?}",
+        h.decision("g1")
+    );
     h.advance(30);
-    assert!(matches!(h.decision("g1"), Some(Decision::Requeue { reason, .. }) if reason == "NodeLost"), "{:?}", h.decision("g1"));
+    assert!(
+        matches!(h.decision("g1"), Some(Decision::Requeue { reason, .. }) if reason == "NodeLost"),
+        "{:?}",
+        h.decision("g1")
+    );
     // Requeued: its pods still run until the JobSet is deleted, and they keep their nodes charged.
     h.job(trainjob("g2", "gpu", "team", 1, 8, 1));
     h.cycle();
@@ -190,7 +203,11 @@ fn a_lost_node_is_replaced_inside_the_gangs_domain() {
     h.delete_node(&hosts[0]);
     h.cycle();
     let Some(Decision::Move(moved)) = h.decision("g1") else { panic!("{:?}", h.decision("g1")) };
-    assert_eq!(moved.slots(), vec![spare.as_str(), hosts[1].as_str()], "the lost slot goes to the spare node, the other stays");
+    assert_eq!(
+        moved.slots(),
+        vec![spare.as_str(), hosts[1].as_str()],
+        "the lost slot goes to the spare node, the other stays"
+    );
     // The record is written: the gang runs on its new hosts.
     h.record("g1", &moved);
     h.cycle();
@@ -226,7 +243,13 @@ fn a_relist_converges_to_a_fresh_start() {
 #[test]
 fn a_malformed_node_is_left_out_and_named() {
     let mut bad = node("broken", 8);
-    bad.status.as_mut().unwrap().allocatable.as_mut().unwrap().insert("cpu".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()));
+    bad.status
+        .as_mut()
+        .unwrap()
+        .allocatable
+        .as_mut()
+        .unwrap()
+        .insert("cpu".into(), k8s_openapi::apimachinery::pkg::api::resource::Quantity("lots".into()));
     let mut h = Harness::new(&nodes(1), plain());
     h.node(bad);
     let report = h.live.scheduling_loop().hosts_report();

@@ -2,8 +2,9 @@
 
 mod cluster;
 mod common;
-mod mock;
 mod live;
+mod live_props;
+mod mock;
 mod plan;
 mod render;
 mod replay;

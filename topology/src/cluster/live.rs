@@ -113,6 +113,7 @@ impl Cluster {
         {
             self.modify_host(h, |s| s.gone = false);
             self.update_host_spec(h, spec)?;
+            self.structure_changed();
             return Ok(h);
         }
         self.check_open_txns();
