@@ -15,7 +15,7 @@ use trainyard::controller::scheduler::Decision;
 use super::common::*;
 
 /// One expected request and the reply to it.
-struct Expect {
+pub(super) struct Expect {
     method: &'static str,
     uri: String,
     content_type: Option<&'static str>,
@@ -23,20 +23,20 @@ struct Expect {
     reply: (StatusCode, Value),
 }
 
-fn expect(method: &'static str, uri: impl Into<String>) -> Expect {
+pub(super) fn expect(method: &'static str, uri: impl Into<String>) -> Expect {
     Expect { method, uri: uri.into(), content_type: None, body: None, reply: (StatusCode::OK, json!({})) }
 }
 
 impl Expect {
-    fn content(mut self, content_type: &'static str) -> Expect {
+    pub(super) fn content(mut self, content_type: &'static str) -> Expect {
         self.content_type = Some(content_type);
         self
     }
-    fn body(mut self, body: Value) -> Expect {
+    pub(super) fn body(mut self, body: Value) -> Expect {
         self.body = Some(body);
         self
     }
-    fn reply(mut self, status: StatusCode, body: Value) -> Expect {
+    pub(super) fn reply(mut self, status: StatusCode, body: Value) -> Expect {
         self.reply = (status, body);
         self
     }
@@ -44,7 +44,7 @@ impl Expect {
 
 /// A client whose server checks `script` in order; the returned handle fails the test on the first
 /// mismatch or on a request the script does not have.
-fn scenario(name: &'static str, script: Vec<Expect>) -> (Client, tokio::task::JoinHandle<()>) {
+pub(super) fn scenario(name: &'static str, script: Vec<Expect>) -> (Client, tokio::task::JoinHandle<()>) {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let verifier = tokio::spawn(async move {
         for (i, want) in script.into_iter().enumerate() {
@@ -69,7 +69,7 @@ fn scenario(name: &'static str, script: Vec<Expect>) -> (Client, tokio::task::Jo
     (Client::new(service, "default"), verifier)
 }
 
-fn status_reply(code: u16, reason: &str) -> Value {
+pub(super) fn status_reply(code: u16, reason: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code, "message": reason})
 }
 
