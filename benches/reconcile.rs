@@ -8,17 +8,16 @@
 //! ratio. `cargo bench --bench reconcile` runs 5,000 TrainJobs; `-- --quick`, or any run without
 //! `--bench` (such as `cargo test --benches`), runs 500.
 
+mod fleet;
+
 use std::collections::BTreeMap;
-use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use fleet::*;
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use serde_json::json;
-use trainyard::api::topology::Level;
-use trainyard::api::{ClusterTrainingRuntime, QUEUE_LABEL, REQUIRED_TOPOLOGY, SlurmTarget, TopologySpec, TrainJob};
+use trainyard::api::{ClusterTrainingRuntime, SlurmTarget, TrainJob};
 use trainyard::controller::admission::AdmissionRecord;
 use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
 use trainyard::controller::plan::{Action, Inputs, Mode, plan};
@@ -31,54 +30,8 @@ use trainyard_bridges::trainer::TrainingRuntime;
 use trainyard_policies::PolicyConfig;
 use trainyard_topology::rng::SplitMix64;
 
-const TRAINJOB: &str = include_str!("../bridges/tests/fixtures/torch_multinode.trainjob.yaml");
 const SLURM_TRAINJOB: &str = include_str!("../examples/slurm/trainjob.yaml");
 const SLURM_RUNTIME: &str = include_str!("../examples/kubernetes/runtime.yaml");
-const RUNTIME: &str = include_str!("../bridges/tests/fixtures/torch_multinode.runtime.yaml");
-
-const BLOCKS: usize = 10;
-const RACKS_PER_BLOCK: usize = 25;
-const HOSTS_PER_RACK: usize = 40;
-const NODES: usize = BLOCKS * RACKS_PER_BLOCK * HOSTS_PER_RACK;
-const BLOCK_KEY: &str = "example.com/block";
-const RACK_KEY: &str = "example.com/rack";
-const HOSTNAME_KEY: &str = "kubernetes.io/hostname";
-const GPU: &str = "nvidia.com/gpu";
-const QUEUES: u64 = 8;
-/// Creation times start here (2026-01-01T00:00:00Z), one second apart.
-const EPOCH: i64 = 1_767_225_600;
-
-fn node(i: usize) -> Node {
-    let block = i / (RACKS_PER_BLOCK * HOSTS_PER_RACK);
-    let rack = i / HOSTS_PER_RACK % RACKS_PER_BLOCK;
-    let name = format!("gpu-{i:05}");
-    let labels = BTreeMap::from([
-        (BLOCK_KEY.to_string(), format!("b{block:02}")),
-        // Rack names repeat across blocks, as they do in real clusters.
-        (RACK_KEY.to_string(), format!("r{rack:02}")),
-        (HOSTNAME_KEY.to_string(), name.clone()),
-    ]);
-    let resources: BTreeMap<String, Quantity> = [(GPU, "8"), ("cpu", "96"), ("memory", "1024Gi"), ("pods", "110")]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
-        .collect();
-    let ready = NodeCondition { type_: "Ready".into(), status: "True".into(), ..NodeCondition::default() };
-    Node {
-        metadata: ObjectMeta { name: Some(name), labels: Some(labels), ..ObjectMeta::default() },
-        spec: None,
-        status: Some(NodeStatus {
-            allocatable: Some(resources.clone()),
-            capacity: Some(resources),
-            conditions: Some(vec![ready]),
-            ..NodeStatus::default()
-        }),
-    }
-}
-
-fn topology() -> TopologySpec {
-    let levels = [BLOCK_KEY, RACK_KEY].into_iter().map(|k| Level { node_label: k.into() }).collect();
-    TopologySpec { levels, ..TopologySpec::default() }
-}
 
 /// Eight queues whose nominal quotas add up to the cluster; idle quota may be borrowed.
 fn policy() -> PolicyConfig {
@@ -88,101 +41,6 @@ fn policy() -> PolicyConfig {
         yaml.push_str(&format!("  - {{name: team-{q}, nominal: {{gpus: {per_queue}}}}}\n"));
     }
     PolicyConfig::from_yaml(&yaml, "bench policy").expect("valid generated policy")
-}
-
-/// `n` TrainJobs from the fixture: 1-16 nodes of 8 GPUs, one of eight queues, a quarter of them
-/// required to sit in one rack.
-fn train_jobs(n: usize, rng: &mut SplitMix64) -> Vec<TrainJob> {
-    let mut template: TrainJob = serde_saphyr::from_str(TRAINJOB).expect("fixture TrainJob parses");
-    // Standalone mode: trainyard holds an unsuspended TrainJob until it admits it.
-    template.spec.0.suspend = None;
-    (0..n)
-        .map(|i| {
-            let mut job = template.clone();
-            let queue = rng.below(QUEUES);
-            let nodes = 1 + rng.below(16) as i32;
-            let meta = &mut job.metadata;
-            meta.name = Some(format!("train-{i:05}"));
-            meta.namespace = Some(format!("team-{queue}"));
-            meta.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
-            let created = Timestamp::from_second(EPOCH + i as i64).expect("generated time in range");
-            meta.creation_timestamp = Some(Time(created));
-            meta.labels.get_or_insert_with(BTreeMap::new).insert(QUEUE_LABEL.into(), format!("team-{queue}"));
-            if rng.below(4) == 0 {
-                meta.annotations.get_or_insert_with(BTreeMap::new).insert(REQUIRED_TOPOLOGY.into(), RACK_KEY.into());
-            }
-            let trainer = job.spec.0.trainer.as_mut().expect("fixture has spec.trainer");
-            trainer.num_nodes = Some(nodes);
-            trainer.resources_per_node = Some(json!({
-                "requests": {"cpu": "6500m", GPU: "8"},
-                "limits": {"memory": "32Gi", GPU: "8"},
-            }));
-            job
-        })
-        .collect()
-}
-
-/// Count, total and per-item times of one phase.
-struct Phase {
-    count: usize,
-    total: Duration,
-    items: Vec<Duration>,
-}
-
-impl Phase {
-    fn once(count: usize, total: Duration) -> Phase {
-        Phase { count, total, items: Vec::new() }
-    }
-
-    /// Runs `f` on each item, timing each call.
-    fn each<T, R>(items: &[T], mut f: impl FnMut(&T) -> R) -> (Phase, Vec<R>) {
-        let mut out = Vec::with_capacity(items.len());
-        let mut times = Vec::with_capacity(items.len());
-        let started = Instant::now();
-        for item in items {
-            let t = Instant::now();
-            out.push(black_box(f(item)));
-            times.push(t.elapsed());
-        }
-        let total = started.elapsed();
-        (Phase { count: items.len(), total, items: times }, out)
-    }
-
-    fn per_second(&self) -> String {
-        // A rate of one event says nothing.
-        if self.count > 1 { format!("{:.0}", self.count as f64 / self.total.as_secs_f64()) } else { "-".into() }
-    }
-
-    fn mean(&self) -> Duration {
-        self.total / u32::try_from(self.count.max(1)).unwrap_or(u32::MAX)
-    }
-
-    fn quantile(&self, q: f64) -> Option<Duration> {
-        let mut sorted = self.items.clone();
-        sorted.sort_unstable();
-        let last = sorted.len().checked_sub(1)?;
-        sorted.get(((last as f64) * q).round() as usize).copied()
-    }
-
-    fn print(&self, label: &str, note: &str) {
-        let q = |p: f64| self.quantile(p).map_or_else(|| "-".to_string(), us);
-        println!(
-            "{label:<38} {:>6} {:>11} {:>10} {:>10} {:>10}  {note}",
-            self.count,
-            ms(self.total),
-            self.per_second(),
-            q(0.5),
-            q(0.99)
-        );
-    }
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
-}
-
-fn us(d: Duration) -> String {
-    format!("{:.1} us", d.as_secs_f64() * 1e6)
 }
 
 fn is_jobset(action: &Action) -> bool {

@@ -443,6 +443,7 @@ impl Engine {
                     used_gpus: self.quotas.usage(queue).gpus,
                     available_gpus: self.quotas.available(queue).gpus,
                     limit: self.quotas.describe(&block),
+                    blocked_by: self.quotas.limit_name(&block),
                 };
                 let mut reserved_at = None;
                 match mode {

@@ -221,8 +221,11 @@ impl Engine {
         let cycle = self.cycle;
         let Some(g) = self.gangs.get_mut(&id) else { return };
         let status = PendingStatus { reason, reserved_at };
+        // Only a change a caller would report again counts (not the amounts that move meanwhile).
         let before = match &g.state {
-            GangState::Pending { status: s, cycle: c } if *c >= cycle.saturating_sub(1) => Some(s == &status),
+            GangState::Pending { status: s, cycle: c } if *c >= cycle.saturating_sub(1) => {
+                Some(s.reason.steady_eq(&status.reason) && s.reserved_at.is_some() == status.reserved_at.is_some())
+            }
             _ => None,
         };
         g.state = GangState::Pending { status, cycle };

@@ -25,6 +25,9 @@ pub enum PendingReason {
         available_gpus: u64,
         /// Which limit blocks, in words (the queue's own quota, a borrowing limit, a pool).
         limit: String,
+        /// The same limit without amounts (see [`PendingReason::steady_eq`]).
+        #[serde(skip)]
+        blocked_by: String,
     },
     /// The cluster does not have room for the gang now.
     Capacity {
@@ -74,6 +77,26 @@ pub enum PendingReason {
         /// Pods per slice asked for.
         size: u32,
     },
+}
+
+impl PendingReason {
+    /// Whether two reasons say the same thing once the amounts that move while a gang waits are
+    /// left out (free capacity, quota left, the best domain's room, the reservation's time): what
+    /// a caller reporting the reason needs to say again only when this is false.
+    pub fn steady_eq(&self, other: &PendingReason) -> bool {
+        use PendingReason as R;
+        match (self, other) {
+            (R::NotYetScheduled, R::NotYetScheduled) => true,
+            (
+                R::Quota { queue: a, requested_gpus: x, blocked_by: p, .. },
+                R::Quota { queue: b, requested_gpus: y, blocked_by: q, .. },
+            ) => a == b && x == y && p == q,
+            (R::Capacity { requested: a, .. }, R::Capacity { requested: b, .. }) => a == b,
+            (R::Topology { level: a, pods: x, .. }, R::Topology { level: b, pods: y, .. }) => a == b && x == y,
+            (R::Reservation { holder: a, .. }, R::Reservation { holder: b, .. }) => a == b,
+            (a, b) => a == b,
+        }
+    }
 }
 
 /// A pending gang's reason plus its reservation, if it holds one.

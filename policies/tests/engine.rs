@@ -144,6 +144,7 @@ fn quota_is_never_exceeded_and_other_queues_pass() {
             used_gpus: 16,
             available_gpus: 0,
             limit: "queue `a` may use 0 more gpus within its quota, the gang needs 8".into(),
+            blocked_by: "the quota of queue `a`".into(),
         }
     );
     assert_eq!(e.quotas().usage(e.quotas().find("a").unwrap()).gpus, 16);

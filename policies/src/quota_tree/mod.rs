@@ -452,6 +452,17 @@ impl QuotaTree {
         }
     }
 
+    /// Which limit blocks, without the amounts that move while a gang waits: `the quota of
+    /// queue `a``, `the borrowing limit of `org``, `the pool of `org``.
+    pub fn limit_name(&self, block: &QuotaBlock) -> String {
+        let name = self.name(block.queue);
+        match block.kind {
+            QuotaLimit::Nominal => format!("the quota of queue `{name}`"),
+            QuotaLimit::Borrowing => format!("the borrowing limit of `{name}`"),
+            QuotaLimit::Cohort => format!("the pool of `{name}`"),
+        }
+    }
+
     /// Walks from `leaf` to the root for resource `r` as if `x` more were charged to the
     /// leaf; `visit` returns false to stop. Unaccounted resources visit nothing.
     fn walk(&self, leaf: QueueIdx, r: usize, x: u64, base: Base<'_>, visit: &mut impl FnMut(Step) -> bool) {

@@ -1,6 +1,6 @@
 //! Condition reasons for the engine's outcomes, and the admission record of a placement.
 
-use trainyard_policies::{Engine, PendingReason, Unschedulable};
+use trainyard_policies::{Engine, GangId, PendingReason, Unschedulable};
 use trainyard_topology::Placement;
 
 use super::Decision;
@@ -22,6 +22,29 @@ pub(super) fn reason_code(reason: &PendingReason) -> String {
         R::NodeLost { .. } => "NodeLost",
     }
     .to_string()
+}
+
+/// What a TrainJob's condition says of a pending reason: the engine's words without the amounts
+/// that move while it waits (they would rewrite every waiting TrainJob's status at every
+/// admission), with gangs named by their TrainJob.
+pub(super) fn pending_message(reason: &PendingReason, name: &dyn Fn(GangId) -> String) -> String {
+    use PendingReason as R;
+    match reason {
+        R::Quota { queue, requested_gpus, blocked_by, .. } => {
+            format!("quota: {blocked_by} does not leave queue `{queue}` the {requested_gpus} GPUs the gang needs now")
+        }
+        R::Capacity { requested, .. } => {
+            format!("capacity: the gang needs {requested} in total, more than is free now")
+        }
+        R::Topology { level, pods, .. } => {
+            format!("topology: the gang needs {pods} pods in one {level}; no {level} has room for them now")
+        }
+        R::Reservation { holder, .. } => {
+            format!("reservation: starting now would delay {}, which holds the reservation", name(*holder))
+        }
+        R::QueuedBehind { head } => format!("queued behind {} (strict FIFO)", name(*head)),
+        other => other.to_string(),
+    }
 }
 
 /// A CamelCase condition reason for a gang that can never run.

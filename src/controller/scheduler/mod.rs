@@ -127,6 +127,9 @@ pub struct SchedulingLoop {
     by_key: HashMap<String, String>,
     /// Rows whose decision must be looked at again.
     stale: BTreeSet<String>,
+    /// Rows the engine refused or could not place, to look at again when the cluster or the
+    /// quotas change (kept apart so that doing so costs what they are, not the whole table).
+    refused: BTreeSet<String>,
     /// Nodes and pods.
     hosts: Hosts,
     next_id: u64,
@@ -148,6 +151,7 @@ impl SchedulingLoop {
             by_id: HashMap::new(),
             by_key: HashMap::new(),
             stale: BTreeSet::new(),
+            refused: BTreeSet::new(),
             hosts,
             next_id: 0,
             last_now: 0,
@@ -252,6 +256,7 @@ impl SchedulingLoop {
             if let Some(row) = self.table.get_mut(&uid) {
                 row.gang = table::Gang::Rejected { intent, decision };
             }
+            self.refused.insert(uid.clone());
             self.stale.insert(uid);
         }
         self.retry_rejected(now);

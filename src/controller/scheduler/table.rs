@@ -4,7 +4,7 @@
 use trainyard_policies::{Cycle, GangId, GangRequest, Submitted};
 use trainyard_topology::{HostId, TopologyRequest};
 
-use super::codes::{moved_record, reason_code, record_of, unknown_queue, unschedulable_code};
+use super::codes::{moved_record, pending_message, reason_code, record_of, unknown_queue, unschedulable_code};
 use super::{CycleStats, Decision, JobEntry, JobState, SchedulingLoop};
 use crate::controller::admission::AdmissionRecord;
 use crate::controller::intent::GangIntent;
@@ -78,6 +78,7 @@ impl SchedulingLoop {
     /// A TrainJob is gone: its gang leaves the engine (its pods still charge their nodes until
     /// they are gone).
     pub fn remove(&mut self, uid: &str, now: u64) {
+        self.refused.remove(uid);
         let Some(row) = self.table.remove(uid) else { return };
         if self.by_key.get(&row.key).is_some_and(|u| u == uid) {
             self.by_key.remove(&row.key);
@@ -99,6 +100,11 @@ impl SchedulingLoop {
     }
 
     fn set_gang(&mut self, uid: &str, gang: Gang) {
+        if matches!(gang, Gang::Rejected { .. } | Gang::Unplaced) {
+            self.refused.insert(uid.to_string());
+        } else {
+            self.refused.remove(uid);
+        }
         let key = match self.table.get_mut(uid) {
             Some(row) => {
                 let running = |g: &Gang| matches!(g, Gang::Running { .. });
@@ -336,7 +342,11 @@ impl SchedulingLoop {
                     // The next cycle gives it a reason; saying "not yet" would only flap.
                     return row.decision.clone();
                 }
-                Some(Decision::Pending { reason: reason_code(&status.reason), message: status.reason.to_string() })
+                let name = |g: GangId| {
+                    self.by_id.get(&g).and_then(|u| self.table.get(u)).map_or_else(|| g.to_string(), |t| t.key.clone())
+                };
+                let message = pending_message(&status.reason, &name);
+                Some(Decision::Pending { reason: reason_code(&status.reason), message })
             }
             (JobState::Waiting(_), Gang::Running { decided: Some(record), .. }) => {
                 Some(Decision::Admit(record.clone()))
@@ -365,22 +375,12 @@ impl SchedulingLoop {
 
     /// Waiting gangs the engine refused are looked at again (the cluster or the quotas changed).
     pub fn retry_rejected(&mut self, now: u64) {
-        let rejected: Vec<String> = self
-            .table
-            .iter()
-            .filter(|(_, t)| matches!(t.gang, Gang::Rejected { .. }))
-            .map(|(u, _)| u.clone())
-            .collect();
-        for uid in rejected {
-            if let Some(JobState::Waiting(intent)) = self.table.get(&uid).map(|t| t.state.clone()) {
-                self.submit(&uid, intent);
-            }
-        }
-        let unplaced: Vec<String> =
-            self.table.iter().filter(|(_, t)| t.gang == Gang::Unplaced).map(|(u, _)| u.clone()).collect();
-        for uid in unplaced {
-            if let Some(JobState::Admitted(intent, record)) = self.table.get(&uid).map(|t| t.state.clone()) {
-                self.adopt(&uid, intent, &record, now);
+        let refused: Vec<String> = self.refused.iter().cloned().collect();
+        for uid in refused {
+            match self.table.get(&uid).map(|t| (t.state.clone(), t.gang.clone())) {
+                Some((JobState::Waiting(intent), Gang::Rejected { .. })) => self.submit(&uid, intent),
+                Some((JobState::Admitted(intent, record), Gang::Unplaced)) => self.adopt(&uid, intent, &record, now),
+                _ => {}
             }
         }
     }
