@@ -238,6 +238,21 @@ impl Actor {
         Ok(())
     }
 
+    /// A Warning event on a Node (best effort: a refused event is only logged).
+    pub async fn node_event(&self, node: &str, reason: &str, note: &str) {
+        let event = Event {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            note: Some(note.into()),
+            action: "Schedule".into(),
+            secondary: None,
+        };
+        let reference = ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.into()), ..ObjectReference::default() };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            tracing::warn!(node, error = %e, "event not recorded");
+        }
+    }
+
     async fn apply(&self, object: &Value) -> Result<(), kube::Error> {
         let field = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
         let meta = |k: &str| object["metadata"].get(k).and_then(Value::as_str).unwrap_or_default().to_string();

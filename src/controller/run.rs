@@ -112,6 +112,13 @@ pub struct Ctx {
     configmaps: Store<ConfigMap>,
 }
 
+impl Ctx {
+    /// The actor reconciles carry plans out with.
+    pub(crate) fn actor(&self) -> &Actor {
+        &self.actor
+    }
+}
+
 /// The gang API version the server offers, by a versioned discovery of `scheduling.k8s.io` (the
 /// group's preferred version is v1 PriorityClass, so the alpha and beta versions must be asked for).
 async fn discover_gang_api(client: &Client) -> Option<GangApi> {

@@ -72,8 +72,8 @@ pub async fn run(
             std::process::exit(1);
         }
     };
-    ctx.metrics.engine_builds.inc();
-    report(&notes);
+    ctx.metrics.engine_builds.inc_by(live.engine_builds());
+    report(&ctx, &notes);
     let mut task = Task { ctx: ctx.clone(), trigger, slurm: SlurmLoop::default(), queue_status_at: None };
     task.cycle(&mut live);
     started.notify_one();
@@ -124,15 +124,21 @@ pub async fn run(
             }
             _ = tick.tick() => {}
         }
-        report(&notes);
+        report(&ctx, &notes);
         task.cycle(&mut live);
     }
 }
 
-fn report(notes: &[Note]) {
+/// Logs each note; a note about a Node also becomes a Warning event on it (sent aside: the loop
+/// does not wait for it).
+fn report(ctx: &Ctx, notes: &[Note]) {
     for note in notes {
         match &note.node {
-            Some(node) => tracing::warn!(node = %node, "{}", note.message),
+            Some(node) => {
+                tracing::warn!(node = %node, "{}", note.message);
+                let (actor, node, message) = (ctx.actor().clone(), node.clone(), note.message.clone());
+                tokio::spawn(async move { actor.node_event(&node, "NodeLeftOut", &message).await });
+            }
             None => tracing::warn!("{}", note.message),
         }
     }

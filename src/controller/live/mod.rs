@@ -92,6 +92,8 @@ pub struct Live {
     relists: HashMap<&'static str, BTreeSet<String>>,
     /// Decisions published, by `namespace/name`.
     decisions: HashMap<String, Decision>,
+    /// Times this picture built its engine: once, at start; every later change is applied in place.
+    engine_builds: u64,
 }
 
 impl Live {
@@ -121,6 +123,7 @@ impl Live {
             jobs: jobs::Jobs::default(),
             relists: HashMap::new(),
             decisions: HashMap::new(),
+            engine_builds: 1,
         };
         let mut notes = Vec::new();
         for node in node_objects {
@@ -133,6 +136,11 @@ impl Live {
         live.jobs.start(initial.jobs.values().cloned().collect());
         live.apply_all_jobs(now);
         Ok((live, notes))
+    }
+
+    /// Times the engine was built (reported as `trainyard_engine_builds_total`).
+    pub fn engine_builds(&self) -> u64 {
+        self.engine_builds
     }
 
     /// The Kubernetes cluster's scheduling loop.

@@ -282,3 +282,39 @@ fn trainjobs_created_in_the_same_second_go_in_the_order_first_seen() {
     assert!(matches!(h.decision("b"), Some(Decision::Admit(_))), "{:?}", h.decision("b"));
     assert!(matches!(h.decision("a"), Some(Decision::Pending { .. })));
 }
+
+#[test]
+fn the_chart_default_policy_is_one_the_controller_takes() {
+    let values: serde_json::Value =
+        serde_saphyr::from_str(include_str!("../../../charts/trainyard/values.yaml")).expect("values.yaml parses");
+    let policy = serde_json::to_string(&values["policy"]).unwrap();
+    let config = trainyard_policies::PolicyConfig::from_yaml(&policy, "values.yaml policy").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.undeclared_queues, trainyard_policies::UndeclaredQueues::Reject, "a mistyped queue never runs unlimited");
+    assert!(!config.root_cohort);
+}
+
+#[test]
+fn the_engine_is_built_once_whatever_changes() {
+    let mut h = Harness::new(&nodes(4), plain());
+    h.job(trainjob("g1", "gpu", "team", 2, 8, 0));
+    h.job(trainjob("big", "gpu", "team", 8, 8, 1));
+    h.cycle();
+    h.admit("g1");
+    let waiting = h.decision("big");
+    // Node churn, a relist, pods coming and going, a Queue object and a Topology selector change.
+    h.node(cordoned(node("n3", 8)));
+    h.delete_node("n2");
+    h.node(node("n9", 8));
+    h.pod(pod("f", "n9", 2, None));
+    h.relist();
+    let queue: trainyard::api::Queue = serde_saphyr::from_str(
+        "apiVersion: trainyard.io/v1alpha1\nkind: Queue\nmetadata: {name: extra, generation: 1}\nspec: {nominal: {gpus: 8}}\n",
+    )
+    .unwrap();
+    h.live.apply(trainyard::controller::live::Change::Queue(Box::new(kube::runtime::watcher::Event::Apply(queue))), h.now);
+    h.advance(5);
+    assert_eq!(h.live.engine_builds(), 1);
+    // The same engine: the waiting gang kept its place and reason, the running one its hosts.
+    assert_eq!(h.decision("big"), waiting);
+    assert!(matches!(h.decision("g1"), Some(Decision::Running | Decision::Degraded { .. })));
+}
