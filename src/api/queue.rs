@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use trainyard_policies::{QueueConfig, QuotaAmounts};
 
 /// A queue of the quota tree. Leaves take TrainJobs (label `trainyard.io/queue: <name>`); inner
 /// queues group leaves into cohorts that lend and borrow.
@@ -107,47 +107,44 @@ pub struct QueueStatus {
 }
 
 impl Amounts {
-    fn to_policy(&self) -> Value {
-        json!({"gpus": self.gpus, "cpus": self.cpus, "memory_gib": self.memory_gib})
+    /// The amounts in the engine's units (GPUs, millicores, MiB); `field` names them in errors.
+    fn to_engine(&self, field: &str) -> Result<QuotaAmounts, String> {
+        let scale = |v: Option<u64>, by: u64, unit: &str| -> Result<Option<u64>, String> {
+            v.map(|v| v.checked_mul(by).ok_or_else(|| format!("{field}.{unit}: {v} is too large"))).transpose()
+        };
+        Ok(QuotaAmounts {
+            gpus: self.gpus,
+            cpu_milli: scale(self.cpus, 1000, "cpus")?,
+            memory_mib: scale(self.memory_gib, 1024, "memoryGiB")?,
+        })
     }
 }
 
 impl Queue {
-    /// The queue as an entry of the policy file's `queues:` list, so that a Queue object is checked
-    /// by exactly the rules the file is (parents, cycles, lending limits, weights).
-    pub fn to_policy_entry(&self) -> Value {
+    /// The queue as the engine's typed queue, with errors that name the field. The tree rules
+    /// (parents, cycles, lending limits) are checked on the merged list by [`check_tree`].
+    ///
+    /// [`check_tree`]: trainyard_policies::check_tree
+    pub fn to_queue_config(&self) -> Result<QueueConfig, String> {
         let spec = &self.spec;
-        let mut entry = json!({
-            "name": self.metadata.name.clone().unwrap_or_default(),
-            "nominal": spec.nominal.to_policy(),
-        });
-        if let Some(parent) = &spec.parent {
-            entry["parent"] = json!(parent);
-        }
-        if let Some(b) = &spec.borrowing_limit {
-            entry["borrowing_limit"] = b.to_policy();
-        }
-        if let Some(l) = &spec.lending_limit {
-            entry["lending_limit"] = l.to_policy();
-        }
-        if let Some(w) = spec.weight {
-            entry["weight"] = json!(w);
-        }
-        if !spec.nominal_domains.is_empty() {
-            entry["nominal_domains"] = json!(spec.nominal_domains);
-        }
-        if let Some(f) = &spec.flavor {
-            entry["flavor"] = json!(f);
-        }
-        strip_nulls(&mut entry);
-        entry
-    }
-}
-
-/// Drops unset amounts: the policy file reads a missing resource as "not accounted", not as null.
-fn strip_nulls(value: &mut Value) {
-    if let Value::Object(map) = value {
-        map.retain(|_, v| !v.is_null());
-        map.values_mut().for_each(strip_nulls);
+        let nominal_domains = match spec.nominal_domains.len() {
+            0 => None,
+            1 => spec.nominal_domains.iter().next().map(|(level, &n)| (level.clone(), n)),
+            _ => return Err("spec.nominalDomains: give one level and a count, e.g. {rack: 2}".into()),
+        };
+        let unnamed = QuotaAmounts::UNNAMED;
+        Ok(QueueConfig {
+            name: self.metadata.name.clone().unwrap_or_default(),
+            parent: spec.parent.clone(),
+            nominal: spec.nominal.to_engine("spec.nominal")?,
+            borrowing_limit: spec
+                .borrowing_limit
+                .as_ref()
+                .map_or(Ok(unnamed), |b| b.to_engine("spec.borrowingLimit"))?,
+            lending_limit: spec.lending_limit.as_ref().map_or(Ok(unnamed), |l| l.to_engine("spec.lendingLimit"))?,
+            weight: spec.weight.unwrap_or(1.0),
+            nominal_domains,
+            flavor: spec.flavor.clone(),
+        })
     }
 }

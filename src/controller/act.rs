@@ -247,7 +247,12 @@ impl Actor {
             action: "Schedule".into(),
             secondary: None,
         };
-        let reference = ObjectReference { api_version: Some("v1".into()), kind: Some("Node".into()), name: Some(node.into()), ..ObjectReference::default() };
+        let reference = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.into()),
+            ..ObjectReference::default()
+        };
         if let Err(e) = self.recorder.publish(&event, &reference).await {
             tracing::warn!(node, error = %e, "event not recorded");
         }

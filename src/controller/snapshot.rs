@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 use trainyard_bridges::trainer as bridge;
-use trainyard_policies::PolicyConfig;
+use trainyard_policies::{PolicyConfig, QueueConfig};
 use trainyard_topology::sources::k8s_nodes;
 use trainyard_topology::{Cluster, Topology as Tree};
 
@@ -196,16 +196,12 @@ impl Side {
 /// Checks what the policy file cannot: a quota tree lies wholly on one cluster (its gangs are placed
 /// by one engine, which cannot lend GPUs of the other), and a Slurm queue has no memory quota
 /// (the Slurm loop counts a node per pod and leaves memory to Slurm's `--mem`).
-fn check_sides(base: &Value, queues: &[&Queue]) -> Result<(), String> {
+fn check_sides(file: &PolicyConfig, queues: &[&Queue]) -> Result<(), String> {
     let side_of = |name: &str| -> Option<Side> {
-        if let Some(q) = queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)) {
-            return Some(Side::of(q));
+        match queues.iter().find(|q| q.metadata.name.as_deref() == Some(name)) {
+            Some(q) => Some(Side::of(q)),
+            None => file.queues.iter().any(|q| q.name == name).then_some(Side::Kubernetes),
         }
-        let in_file = base
-            .get("queues")
-            .and_then(Value::as_array)
-            .is_some_and(|qs| qs.iter().any(|q| q.get("name").and_then(Value::as_str) == Some(name)));
-        in_file.then_some(Side::Kubernetes)
     };
     let mut sorted: Vec<&&Queue> = queues.iter().collect();
     sorted.sort_by_key(|q| q.metadata.name.clone());
@@ -235,52 +231,37 @@ fn check_sides(base: &Value, queues: &[&Queue]) -> Result<(), String> {
     Ok(())
 }
 
-/// The policy file with the Queue objects of `side` added to its `queues:` (a Queue replaces a file
-/// entry of the same name; the file's queues are Kubernetes ones). The combination is checked by
-/// the policy file's own rules, so a bad Queue gets the same error a bad file entry would, naming
-/// the queue.
+/// The policy file with the Queue objects of `side` added to its queues (a Queue replaces a file
+/// entry of the same name; the file's queues are Kubernetes ones), as typed values checked by the
+/// rules of the file's own queues: an error names the Queue and its field.
 pub fn policy_with_queues(
     base_text: &str,
     base_name: &str,
     queues: &[&Queue],
     side: Side,
 ) -> Result<PolicyConfig, String> {
-    let mut doc: Value = if base_text.trim().is_empty() {
-        json!({})
-    } else {
-        serde_saphyr::from_str(base_text).map_err(|e| format!("{base_name}: {e}"))?
-    };
-    if !doc.is_object() {
-        return Err(format!("{base_name}: the policy must be a mapping"));
+    let outside: Vec<String> = queues.iter().filter_map(|q| q.metadata.name.clone()).collect();
+    let mut policy = PolicyConfig::from_yaml_beside(base_text, base_name, &outside).map_err(|e| e.to_string())?;
+    check_sides(&policy, queues)?;
+    if side == Side::Slurm {
+        policy.queues.clear();
     }
-    check_sides(&doc, queues)?;
-    let mut entries: Vec<Value> = match side {
-        Side::Kubernetes => doc.get("queues").and_then(Value::as_array).cloned().unwrap_or_default(),
-        Side::Slurm => Vec::new(),
-    };
     let mut sorted: Vec<&&Queue> = queues.iter().filter(|q| Side::of(q) == side).collect();
     sorted.sort_by_key(|q| q.metadata.name.clone());
-    for q in sorted {
-        let entry = q.to_policy_entry();
-        entries.retain(|e| e.get("name") != entry.get("name"));
-        entries.push(entry);
-    }
-    doc["queues"] = Value::Array(entries.clone());
-    let text = doc.to_string();
-    PolicyConfig::from_yaml(&text, "policy + Queue objects").map_err(|e| {
-        let message = e.to_string();
-        // Point at the queue by name rather than at a list index the user never wrote.
-        match queue_index(&message).and_then(|i| entries.get(i)).and_then(|e| e.get("name")).and_then(Value::as_str) {
-            Some(name) => format!("Queue {name}: {message}"),
-            None => message,
+    let objects: Vec<QueueConfig> = sorted
+        .iter()
+        .map(|q| {
+            q.to_queue_config().map_err(|e| format!("Queue {}: {e}", q.metadata.name.as_deref().unwrap_or_default()))
+        })
+        .collect::<Result<_, _>>()?;
+    let from_objects: Vec<String> = objects.iter().map(|q| q.name.clone()).collect();
+    policy.with_queues(objects).map_err(|e| {
+        if from_objects.contains(&e.name) {
+            format!("Queue {}: {}: {}", e.name, e.field, e.message)
+        } else {
+            format!("{base_name}: queue `{}`: {}: {}", e.name, e.field, e.message)
         }
     })
-}
-
-fn queue_index(message: &str) -> Option<usize> {
-    let start = message.find("queues[")? + "queues[".len();
-    let end = message[start..].find(']')? + start;
-    message[start..end].parse().ok()
 }
 
 #[cfg(test)]
@@ -311,6 +292,28 @@ mod tests {
         let err = policy_with_queues("", "policy.yaml", &[&a, &b], Side::Kubernetes).unwrap_err();
         assert!(err.contains("cycle"), "{err}");
         assert!(err.starts_with("Queue "), "{err}");
+    }
+
+    #[test]
+    fn queue_objects_are_checked_as_typed_values_naming_queue_and_field() {
+        let mut lender = queue("a", None, 8);
+        lender.spec.lending_limit = Some(crate::api::queue::Amounts { gpus: Some(16), ..Default::default() });
+        let err = policy_with_queues("", "policy.yaml", &[&lender], Side::Kubernetes).unwrap_err();
+        assert!(err.starts_with("Queue a: lending_limit.gpus: queue `a` lends more than its nominal"), "{err}");
+        let orphan = queue("b", Some("nowhere"), 8);
+        let err = policy_with_queues("", "policy.yaml", &[&orphan], Side::Kubernetes).unwrap_err();
+        assert_eq!(err, "Queue b: parent: queue `b` names parent `nowhere`, which is not declared");
+        let mut heavy = queue("c", None, 8);
+        heavy.spec.nominal.cpus = Some(u64::MAX);
+        let err = policy_with_queues("", "policy.yaml", &[&heavy], Side::Kubernetes).unwrap_err();
+        assert!(err.contains("Queue c: spec.nominal.cpus") && err.contains("too large"), "{err}");
+        // A Queue object may be the parent of a file queue; the merged tree is checked as one.
+        let file = "queues:\n  - {name: team, parent: org, nominal: {gpus: 8}}\n";
+        let policy = policy_with_queues(file, "policy.yaml", &[&queue("org", None, 0)], Side::Kubernetes).unwrap();
+        assert_eq!(policy.queues.iter().map(|q| q.name.as_str()).collect::<Vec<_>>(), vec!["team", "org"]);
+        let err =
+            policy_with_queues(file, "policy.yaml", &[&queue("org", Some("team"), 0)], Side::Kubernetes).unwrap_err();
+        assert!(err.contains("form a cycle of parents"), "{err}");
     }
 
     fn slurm(mut q: Queue) -> Queue {

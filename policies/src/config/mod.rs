@@ -45,7 +45,7 @@ pub use options::{
     AdmissionTimeoutConfig, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S, FairSharingConfig, PreemptionConfig,
     PriorityClass, StarvationConfig,
 };
-pub use queues::{QueueConfig, QuotaAmounts};
+pub use queues::{QueueConfig, QuotaAmounts, TreeError, check_tree};
 
 use crate::{Error, Result};
 
@@ -258,13 +258,20 @@ impl PolicyConfig {
 
     /// Parses and checks a policy file; `source_name` prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<PolicyConfig> {
+        PolicyConfig::from_yaml_beside(text, source_name, &[])
+    }
+
+    /// [`PolicyConfig::from_yaml`] for a file whose queues may name as parent a queue declared
+    /// elsewhere (`outside`: a controller's Queue objects); the merged tree is checked with
+    /// [`PolicyConfig::with_queues`].
+    pub fn from_yaml_beside(text: &str, source_name: &str, outside: &[String]) -> Result<PolicyConfig> {
         let file: PolicyFile = serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e))?;
         let report = Reporter { source_name };
         let default_runtime_estimate_s = match &file.default_runtime_estimate {
             None => DEFAULT_RUNTIME_ESTIMATE_S,
             Some(text) => options::positive_duration(text, "default_runtime_estimate", &report)?,
         };
-        let queues = queues::check_queues(file.queues, &report)?;
+        let queues = queues::check_queues(file.queues, outside, &report)?;
         let (priority_classes, default_priority_class) =
             options::check_priority_classes(file.priority_classes, file.default_priority_class, &report)?;
         let fair_sharing = options::check_fair_sharing(file.fair_sharing, &report)?;
@@ -294,6 +301,28 @@ impl PolicyConfig {
             admission_timeout,
             node_loss,
         })
+    }
+
+    /// This policy with `queues` added (each replaces a queue of the same name), checked by the
+    /// rules of the file's own queues; a catch-all queue must still be a declared leaf. An error
+    /// names the queue by its position in the merged list ([`PolicyConfig::queues`]).
+    pub fn with_queues(mut self, queues: Vec<QueueConfig>) -> std::result::Result<PolicyConfig, TreeError> {
+        for q in queues {
+            self.queues.retain(|e| e.name != q.name);
+            self.queues.push(q);
+        }
+        check_tree(&self.queues)?;
+        if let UndeclaredQueues::CatchAll(name) = &self.undeclared_queues {
+            let leaf = self.queues.iter().any(|q| &q.name == name)
+                && !self.queues.iter().any(|q| q.parent.as_deref() == Some(name.as_str()));
+            if !leaf {
+                let queue = self.queues.iter().position(|q| &q.name == name).unwrap_or(0);
+                let message = format!("the catch-all queue `{name}` must be a declared leaf queue");
+                let field = "undeclared_queues.catch_all".to_string();
+                return Err(TreeError { queue, name: name.clone(), field, message });
+            }
+        }
+        Ok(self)
     }
 
     /// The priority value of a class: `None` names the default class (the file's

@@ -135,7 +135,12 @@ pub(super) struct QueueFile {
 }
 
 /// Checks the queue list and turns it into [`QueueConfig`]s, in file order.
-pub(super) fn check_queues(queues: Vec<Spanned<QueueFile>>, report: &Reporter<'_>) -> Result<Vec<QueueConfig>> {
+/// Parents may also be queues of `outside` (declared elsewhere; the merged tree is checked later).
+pub(super) fn check_queues(
+    queues: Vec<Spanned<QueueFile>>,
+    outside: &[String],
+    report: &Reporter<'_>,
+) -> Result<Vec<QueueConfig>> {
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, q) in queues.iter().enumerate() {
         let line = q.referenced.line();
@@ -185,6 +190,7 @@ pub(super) fn check_queues(queues: Vec<Spanned<QueueFile>>, report: &Reporter<'_
     for (i, q) in queues.iter().enumerate() {
         let parent = match &q.value.parent {
             None => None,
+            Some(p) if !index.contains_key(p.value.as_str()) && outside.contains(&p.value) => None,
             Some(p) => Some(*index.get(p.value.as_str()).ok_or_else(|| {
                 report.at(
                     p.referenced.line(),
@@ -263,6 +269,97 @@ pub(super) fn check_queues(queues: Vec<Spanned<QueueFile>>, report: &Reporter<'_
     Ok(out)
 }
 
+/// A queue list built in memory that breaks a rule of the queue tree: which queue (by position),
+/// which of its fields, and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct TreeError {
+    /// Position of the queue in the list.
+    pub queue: usize,
+    /// Its name.
+    pub name: String,
+    /// Its field at fault, e.g. `parent` or `lending_limit.gpus`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Checks queues built in memory (a controller's Queue objects merged with the file's) by the
+/// rules the file's own queues obey: names, weights, topology-unit quotas, parents, cycles, and
+/// lending limits within the subtree's nominal. Amounts are in engine units.
+pub fn check_tree(queues: &[QueueConfig]) -> std::result::Result<(), TreeError> {
+    let bad = |queue: usize, field: &str, message: String| TreeError {
+        queue,
+        name: queues[queue].name.clone(),
+        field: field.into(),
+        message,
+    };
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, q) in queues.iter().enumerate() {
+        let name = q.name.as_str();
+        if name.trim().is_empty() {
+            return Err(bad(i, "name", "must not be empty".into()));
+        }
+        if index.insert(name, i).is_some() {
+            return Err(bad(i, "name", format!("queue `{name}` is declared twice")));
+        }
+        if !(q.weight.is_finite() && q.weight > 0.0) {
+            return Err(bad(
+                i,
+                "weight",
+                format!("queue `{name}` has weight {}; it must be a finite number above 0", q.weight),
+            ));
+        }
+        if let Some((_, count)) = &q.nominal_domains {
+            if *count == 0 {
+                return Err(bad(
+                    i,
+                    "nominal_domains",
+                    format!("queue `{name}`: give a count above 0, e.g. `{{rack: 2}}`"),
+                ));
+            }
+            if q.nominal.gpus.is_some() {
+                let message =
+                    format!("queue `{name}` states its GPU quota twice: in GPUs and in topology units; keep one");
+                return Err(bad(i, "nominal_domains", message));
+            }
+        }
+    }
+    let mut parents = Vec::with_capacity(queues.len());
+    for (i, q) in queues.iter().enumerate() {
+        let parent = match &q.parent {
+            None => None,
+            Some(p) => Some(*index.get(p.as_str()).ok_or_else(|| {
+                bad(i, "parent", format!("queue `{}` names parent `{p}`, which is not declared", q.name))
+            })?),
+        };
+        parents.push(parent);
+    }
+    if let Some(cycle) = find_cycle(&parents) {
+        let mut names: Vec<String> = cycle.iter().map(|&c| format!("`{}`", queues[c].name)).collect();
+        names.push(names[0].clone());
+        return Err(bad(cycle[0], "parent", format!("queues {} form a cycle of parents", names.join(" -> "))));
+    }
+    let own: Vec<[u64; 3]> = queues.iter().map(|q| q.nominal.as_array().map(|a| a.unwrap_or(0))).collect();
+    let subtree = subtree_sums(own, &parents);
+    for (i, q) in queues.iter().enumerate() {
+        for (r, (lend, quota)) in q.lending_limit.as_array().into_iter().zip(subtree[i]).enumerate() {
+            if let Some(lend) = lend
+                && lend > quota
+            {
+                let whose = if parents.contains(&Some(i)) { " (with its children's)" } else { "" };
+                let (lend, quota, unit) = (lend / YAML_SCALE[r], quota / YAML_SCALE[r], YAML_NAMES[r]);
+                let message = format!(
+                    "queue `{}` lends more than its nominal: {lend} {unit} lent, nominal{whose} {quota} {unit}",
+                    q.name
+                );
+                return Err(bad(i, &format!("lending_limit.{unit}"), message));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The members of one cycle of `parents`, starting with the one listed first, if any.
 fn find_cycle(parents: &[Option<usize>]) -> Option<Vec<usize>> {
     // 0 = not seen, 1 = on the chain being walked, 2 = known to reach the root.
@@ -304,6 +401,11 @@ fn subtree_nominals(queues: &[Spanned<QueueFile>], parents: &[Option<usize>]) ->
             (None, gpus) => [gpus.unwrap_or(0), 0, 0],
         })
         .collect();
+    subtree_sums(own, parents)
+}
+
+/// Each queue's `own` amounts plus all its descendants'; the parents must be acyclic.
+fn subtree_sums(own: Vec<[u64; 3]>, parents: &[Option<usize>]) -> Vec<[u64; 3]> {
     let mut total = own.clone();
     for (i, amounts) in own.iter().enumerate() {
         let mut at = parents[i];

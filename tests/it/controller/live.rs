@@ -288,8 +288,13 @@ fn the_chart_default_policy_is_one_the_controller_takes() {
     let values: serde_json::Value =
         serde_saphyr::from_str(include_str!("../../../charts/trainyard/values.yaml")).expect("values.yaml parses");
     let policy = serde_json::to_string(&values["policy"]).unwrap();
-    let config = trainyard_policies::PolicyConfig::from_yaml(&policy, "values.yaml policy").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(config.undeclared_queues, trainyard_policies::UndeclaredQueues::Reject, "a mistyped queue never runs unlimited");
+    let config =
+        trainyard_policies::PolicyConfig::from_yaml(&policy, "values.yaml policy").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        config.undeclared_queues,
+        trainyard_policies::UndeclaredQueues::Reject,
+        "a mistyped queue never runs unlimited"
+    );
     assert!(!config.root_cohort);
 }
 
@@ -311,7 +316,10 @@ fn the_engine_is_built_once_whatever_changes() {
         "apiVersion: trainyard.io/v1alpha1\nkind: Queue\nmetadata: {name: extra, generation: 1}\nspec: {nominal: {gpus: 8}}\n",
     )
     .unwrap();
-    h.live.apply(trainyard::controller::live::Change::Queue(Box::new(kube::runtime::watcher::Event::Apply(queue))), h.now);
+    h.live.apply(
+        trainyard::controller::live::Change::Queue(Box::new(kube::runtime::watcher::Event::Apply(queue))),
+        h.now,
+    );
     h.advance(5);
     assert_eq!(h.live.engine_builds(), 1);
     // The same engine: the waiting gang kept its place and reason, the running one its hosts.
