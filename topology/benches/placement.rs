@@ -107,16 +107,7 @@ impl Workload {
         let pods = rng.between(8, 64);
         let gpus = [1, 2, 4, 8][rng.below(4)];
         let kind = rng.below(self.kinds.len());
-        (
-            PlacementRequest {
-                pods,
-                pod: pod(gpus),
-                constraint: self.kinds[kind].1,
-                flavor: None,
-                hosts: trainyard_topology::HostClass::DEFAULT,
-            },
-            kind,
-        )
+        (PlacementRequest::new(pods, pod(gpus), self.kinds[kind].1), kind)
     }
 }
 

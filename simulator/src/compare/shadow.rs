@@ -85,13 +85,7 @@ impl<'a> ShadowObserver<'a> {
             let shape = &self.jobs[job].gang;
             let topo = self.mirror.topology();
             let constraint = topo.resolve(&shape.topology).map_err(engine_error)?;
-            let request = PlacementRequest {
-                pods: shape.pods,
-                pod: shape.pod,
-                constraint,
-                flavor: None,
-                hosts: trainyard_topology::HostClass::DEFAULT,
-            };
+            let request = PlacementRequest::new(shape.pods, shape.pod, constraint);
             self.mirror.release_placement(&admission.placement, shape.pod).map_err(engine_error)?;
             let committed = answer(&self.mirror, shape.pod, admission.placement.clone());
             // The engine placed this gang on this very state, so trainyard finds a placement

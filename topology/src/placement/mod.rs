@@ -38,6 +38,11 @@ pub struct PlacementRequest {
 }
 
 impl PlacementRequest {
+    /// `pods` copies of `pod` within `constraint`, on any host of any flavor.
+    pub fn new(pods: u32, pod: Resources, constraint: LevelConstraint) -> PlacementRequest {
+        PlacementRequest { pods, pod, constraint, flavor: None, hosts: crate::HostClass::DEFAULT }
+    }
+
     /// Resources of the whole gang (saturating: a gang that large never fits anyway).
     pub fn total(&self) -> Resources {
         self.pod.checked_mul(u64::from(self.pods)).unwrap_or(Resources {

@@ -11,13 +11,7 @@ pub fn cluster(yaml: impl AsRef<str>) -> Cluster {
 
 pub fn request(c: &Cluster, pods: u32, gpus: u64, topology: &str) -> PlacementRequest {
     let constraint = c.topology().resolve(&topology.parse::<TopologyRequest>().unwrap()).unwrap();
-    PlacementRequest {
-        pods,
-        pod: Resources::gpus(gpus),
-        constraint,
-        flavor: None,
-        hosts: trainyard_topology::HostClass::DEFAULT,
-    }
+    PlacementRequest::new(pods, Resources::gpus(gpus), constraint)
 }
 
 /// A random tree with 1-3 levels above the hosts and up to 12 hosts, with random usage.

@@ -146,13 +146,7 @@ fn random_request(
     if constraint.slice.is_some_and(|s| !pods.is_multiple_of(s.size)) {
         constraint.slice = None;
     }
-    PlacementRequest {
-        pods,
-        pod: Resources::gpus(gpus),
-        constraint,
-        flavor: None,
-        hosts: trainyard_topology::HostClass::DEFAULT,
-    }
+    PlacementRequest::new(pods, Resources::gpus(gpus), constraint)
 }
 
 proptest! {
@@ -240,13 +234,7 @@ fn slices_stay_whole_inside_their_level() {
     let topo = c.topology().clone();
     let constraint =
         LevelConstraint { top_depth: 1, preferred_depth: Some(1), slice: Some(SliceConstraint { depth: 2, size: 2 }) };
-    let req = PlacementRequest {
-        pods: 6,
-        pod: Resources::gpus(8),
-        constraint,
-        flavor: None,
-        hosts: trainyard_topology::HostClass::DEFAULT,
-    };
+    let req = PlacementRequest::new(6, Resources::gpus(8), constraint);
     for policy in PlacementPolicy::ALL {
         let p = c.place_with(policy, &req).unwrap();
         for (rack, hosts) in [(0, [0u32, 1]), (1, [2, 3]), (2, [4, 5]), (3, [6, 7])] {

@@ -83,7 +83,7 @@ proptest! {
         let topo = c.topology().clone();
         let top = top.min(topo.host_depth());
         let constraint = LevelConstraint { top_depth: if required { top } else { 0 }, preferred_depth: None, slice: None };
-        let req = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None, hosts: trainyard_topology::HostClass::DEFAULT };
+        let req = PlacementRequest::new(pods, Resources::gpus(gpus), constraint);
         let fits = brute_fits(&c, gpus);
         let lowest_fitting_depth = (0..topo.domain_count())
             .filter(|&d| fits[d] >= u64::from(pods) && topo.depth(DomainId(d as u32)) >= constraint.top_depth)

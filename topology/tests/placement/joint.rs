@@ -173,7 +173,7 @@ proptest! {
             (t, true) => LevelConstraint { top_depth: 0, preferred_depth: Some(t), slice: None },
             (t, false) => LevelConstraint { top_depth: t, preferred_depth: Some(t), slice: None },
         };
-        let single = PlacementRequest { pods, pod: Resources::gpus(gpus), constraint, flavor: None, hosts: trainyard_topology::HostClass::DEFAULT };
+        let single = PlacementRequest::new(pods, Resources::gpus(gpus), constraint);
         let joint = JointRequest { sets: vec![set("all", pods, gpus)], constraint };
         let tree = c.place_with(PlacementPolicy::Trainyard, &single);
         let mip = c.place_joint(&joint, &JointOptions::default());
