@@ -224,7 +224,8 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         pods,
         configmaps,
     });
-    let (trigger_tx, trigger_rx) = mpsc::channel::<ObjectRef<TrainJob>>(8192);
+    // Unbounded: a trigger must never be dropped, and the Controller keeps one per TrainJob.
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
     let started = Arc::new(Notify::new());
     tokio::spawn(super::scheduling::run(ctx.clone(), rx, trigger_tx.clone(), runtimes_changed, started.clone()));
     if let Some(link) = ctx.settings.slurm.clone() {
@@ -298,7 +299,7 @@ async fn shutdown_signal() {
 }
 
 /// An mpsc receiver as a stream.
-fn tokio_stream_from<T: Send + 'static>(mut rx: mpsc::Receiver<T>) -> impl futures::Stream<Item = T> + Send {
+fn tokio_stream_from<T: Send + 'static>(mut rx: mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> + Send {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 

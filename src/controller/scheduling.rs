@@ -40,7 +40,7 @@ fn now_s() -> u64 {
 pub async fn run(
     ctx: Arc<Ctx>,
     mut rx: mpsc::Receiver<Change>,
-    trigger: mpsc::Sender<ObjectRef<TrainJob>>,
+    trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
     runtimes_changed: Arc<Notify>,
     started: Arc<Notify>,
 ) {
@@ -74,7 +74,8 @@ pub async fn run(
     };
     ctx.metrics.engine_builds.inc_by(live.engine_builds());
     report(&ctx, &notes);
-    let mut task = Task { ctx: ctx.clone(), trigger, slurm: SlurmLoop::default(), queue_status_at: None };
+    let mut task =
+        Task { ctx: ctx.clone(), trigger, slurm: SlurmLoop::default(), queue_status_at: None, gauges_at: None };
     task.cycle(&mut live);
     started.notify_one();
     tracing::info!("engine built, recorded admissions adopted, first cycle done");
@@ -147,9 +148,11 @@ fn report(ctx: &Ctx, notes: &[Note]) {
 /// What the loop carries between cycles.
 struct Task {
     ctx: Arc<Ctx>,
-    trigger: mpsc::Sender<ObjectRef<TrainJob>>,
+    trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
     slurm: SlurmLoop,
     queue_status_at: Option<Instant>,
+    /// When the gauges that walk every TrainJob were last set.
+    gauges_at: Option<Instant>,
 }
 
 impl Task {
@@ -159,6 +162,7 @@ impl Task {
             && let kube::runtime::watcher::Event::Apply(job) | kube::runtime::watcher::Event::InitApply(job) =
                 event.as_ref()
             && let Some(uid) = &job.metadata.uid
+            && super::plan::recorded(job).is_none()
         {
             self.ctx.first_seen.lock().expect("lock").entry(uid.clone()).or_insert_with(Instant::now);
         }
@@ -181,8 +185,16 @@ impl Task {
             }
             all_stats.extend(stats);
         }
+        let admitted: Vec<u64> = if changed.values().any(|d| matches!(d, Some(Decision::Admit(_)))) {
+            live.entries()
+                .filter(|e| matches!(changed.get(&e.key), Some(Some(Decision::Admit(_)))))
+                .map(|e| e.created)
+                .collect()
+        } else {
+            Vec::new()
+        };
         self.publish(live, changed);
-        self.metrics(live, &all_stats, now);
+        self.metrics(live, &all_stats, &admitted, now);
         self.queue_status(live);
         self.ctx.metrics.cycle_seconds.observe(started.elapsed().as_secs_f64());
     }
@@ -219,13 +231,15 @@ impl Task {
         }
         for key in changed.keys() {
             let (ns, name) = key.split_once('/').unwrap_or(("", key));
-            // A full channel only delays the reconcile to the next change or resync.
-            let _ = self.trigger.try_send(ObjectRef::new(name).within(ns));
+            let _ = self.trigger.send(ObjectRef::new(name).within(ns));
         }
     }
 
-    fn metrics(&self, live: &Live, all: &[CycleStats], now: u64) {
+    fn metrics(&mut self, live: &Live, all: &[CycleStats], admitted: &[u64], now: u64) {
         let m = &self.ctx.metrics;
+        for created in admitted {
+            m.admission_latency.observe(now.saturating_sub(*created) as f64);
+        }
         for stats in all {
             m.admissions.inc_by(stats.admitted);
             m.preemptions.inc_by(stats.preempted);
@@ -242,9 +256,11 @@ impl Task {
         m.cluster_gpus.set(gauge(cluster.total_capacity().gpus));
         m.cluster_free_gpus.set(gauge(cluster.total_free().gpus));
         m.status_backlog.set(gauge(self.ctx.status.backlog() as u64));
-        if !all.iter().any(|s| s.ran || !s.pending_by_queue.is_empty()) {
+        // The gauges below walk every TrainJob: at most once a second.
+        if !all.iter().any(|s| s.ran) || self.gauges_at.is_some_and(|at| at.elapsed() < QUEUE_STATUS_EVERY) {
             return;
         }
+        self.gauges_at = Some(Instant::now());
         m.queue_depth.clear();
         m.pending.clear();
         for stats in all {
@@ -253,25 +269,17 @@ impl Task {
             }
         }
         let mut by_reason: BTreeMap<(String, String), u64> = BTreeMap::new();
-        let mut admitted_now = Vec::new();
         for entry in live.entries() {
             let intent = match &entry.state {
                 super::scheduler::JobState::Waiting(i) | super::scheduler::JobState::Admitted(i, _) => i,
                 _ => continue,
             };
-            match live.decision(&entry.key) {
-                Some(Decision::Pending { reason, .. }) => {
-                    *by_reason.entry((intent.queue.clone(), reason.clone())).or_default() += 1;
-                }
-                Some(Decision::Admit(r)) if r.at == now => admitted_now.push(entry.created),
-                _ => {}
+            if let Some(Decision::Pending { reason, .. }) = live.decision(&entry.key) {
+                *by_reason.entry((intent.queue.clone(), reason.clone())).or_default() += 1;
             }
         }
         for ((queue, reason), n) in by_reason {
             m.pending.get_or_create(&PendingLabel { queue, reason }).set(gauge(n));
-        }
-        for created in admitted_now {
-            m.admission_latency.observe(now.saturating_sub(created) as f64);
         }
         let quotas = looped.engine().quotas();
         m.queue_used_gpus.clear();

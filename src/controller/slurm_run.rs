@@ -123,7 +123,7 @@ impl SlurmLink {
 
 /// Looks at Slurm every `link.poll` until the process ends, and brings the TrainJobs whose job
 /// changed to their reconcile.
-pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob>>, metrics: Arc<Metrics>) {
+pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>, metrics: Arc<Metrics>) {
     let mut interval = tokio::time::interval(link.poll);
     // After a slow round, wait a whole period again rather than catch up in a burst.
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -137,7 +137,7 @@ pub async fn poll(link: Arc<SlurmLink>, trigger: mpsc::Sender<ObjectRef<TrainJob
             if let Some(key) = job_key_of(&gang) {
                 let (ns, name) = key.split_once('/').unwrap_or(("", &key));
                 // A full channel only delays the reconcile to the TrainJob's next requeue.
-                let _ = trigger.try_send(ObjectRef::new(name).within(ns));
+                let _ = trigger.send(ObjectRef::new(name).within(ns));
             }
         }
     }

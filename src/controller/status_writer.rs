@@ -24,11 +24,12 @@ pub enum Target {
     TrainJob(String, String),
 }
 
-/// A status waiting to be written, with how often writing it failed.
+/// A status waiting to be written, with how often writing it failed and when to try again.
 #[derive(Clone, Debug)]
 struct Pending {
     body: Value,
     failures: u32,
+    not_before: Option<tokio::time::Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -47,7 +48,7 @@ impl StatusWriter {
     /// Sends the status `body` (a server-side apply body with `apiVersion`, `kind` and `status`)
     /// of `target`; it replaces one not written yet. Never waits.
     pub fn send(&self, target: Target, body: Value) {
-        self.inner.pending.lock().expect("lock").insert(target, Pending { body, failures: 0 });
+        self.inner.pending.lock().expect("lock").insert(target, Pending { body, failures: 0, not_before: None });
         self.inner.wake.notify_one();
     }
 
@@ -56,13 +57,33 @@ impl StatusWriter {
         self.inner.pending.lock().expect("lock").len()
     }
 
-    /// Writes statuses until the process ends, `parallel` at a time.
+    /// Writes statuses until the process ends, `parallel` at a time. A status whose write failed
+    /// waits out its own backoff; the others go on meanwhile.
     pub async fn run(self, client: Client, parallel: usize) {
         loop {
-            let batch: Vec<(Target, Pending)> =
-                std::mem::take(&mut *self.inner.pending.lock().expect("lock")).into_iter().collect();
+            let now = tokio::time::Instant::now();
+            let (batch, next) = {
+                let mut pending = self.inner.pending.lock().expect("lock");
+                let due: Vec<Target> = pending
+                    .iter()
+                    .filter(|(_, p)| p.not_before.is_none_or(|t| t <= now))
+                    .map(|(t, _)| t.clone())
+                    .collect();
+                let batch: Vec<(Target, Pending)> =
+                    due.into_iter().filter_map(|t| pending.remove(&t).map(|p| (t, p))).collect();
+                let next = pending.values().filter_map(|p| p.not_before).min();
+                (batch, next)
+            };
             if batch.is_empty() {
-                self.inner.wake.notified().await;
+                match next {
+                    Some(at) => {
+                        tokio::select! {
+                            () = self.inner.wake.notified() => {}
+                            () = tokio::time::sleep_until(at) => {}
+                        }
+                    }
+                    None => self.inner.wake.notified().await,
+                }
                 continue;
             }
             let results: Vec<(Target, Pending, Result<(), kube::Error>)> = futures::stream::iter(batch)
@@ -76,7 +97,6 @@ impl StatusWriter {
                 .buffer_unordered(parallel.max(1))
                 .collect()
                 .await;
-            let mut retry = Duration::ZERO;
             for (target, pending, result) in results {
                 match result {
                     Ok(()) => {}
@@ -85,19 +105,16 @@ impl StatusWriter {
                     Err(e) => {
                         let failures = pending.failures + 1;
                         tracing::warn!(?target, error = %e, failures, "status not written; retrying");
-                        retry = retry.max(super::run::backoff(failures));
+                        let wait = super::run::backoff(failures).min(Duration::from_secs(30));
+                        let not_before = Some(tokio::time::Instant::now() + wait);
                         // A newer status sent meanwhile wins over the one that failed.
-                        self.inner
-                            .pending
-                            .lock()
-                            .expect("lock")
-                            .entry(target)
-                            .or_insert(Pending { body: pending.body, failures });
+                        self.inner.pending.lock().expect("lock").entry(target).or_insert(Pending {
+                            body: pending.body,
+                            failures,
+                            not_before,
+                        });
                     }
                 }
-            }
-            if !retry.is_zero() {
-                tokio::time::sleep(retry.min(Duration::from_secs(30))).await;
             }
         }
     }

@@ -424,7 +424,15 @@ impl Live {
     fn intent_inputs(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        self.queues_applied.hash(&mut h);
+        // What an intent reads of the policy: priority classes and which queues run on Slurm.
+        serde_json::to_string(&(&self.policy.priority_classes, &self.policy.default_priority_class))
+            .unwrap_or_default()
+            .hash(&mut h);
+        self.slurm_queues()
+            .iter()
+            .map(|(n, t)| (n, serde_json::to_string(t).unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .hash(&mut h);
         self.levels.gpu_resource.hash(&mut h);
         self.runtimes_generation.hash(&mut h);
         h.finish()
