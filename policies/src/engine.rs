@@ -187,7 +187,7 @@ pub struct Engine {
     pub(crate) never_fits_generation: u64,
     /// Placement failures by request with the free-capacity epoch they were found at: valid
     /// while nothing was freed since (free capacity only shrank), so they are not searched again.
-    failed_at: HashMap<PlacementRequest, (u64, PlacementFailure)>,
+    pub(crate) failed_at: HashMap<PlacementRequest, (u64, PlacementFailure)>,
     pub(crate) arrivals: u64,
     pub(crate) cycle: u64,
     last_now: u64,
@@ -389,9 +389,8 @@ impl Engine {
         while self.backoffs.first().is_some_and(|&(t, _)| t <= now) {
             self.backoffs.pop_first();
         }
-        if self.failed_at.values().next().is_some_and(|(epoch, _)| *epoch != self.cluster.epoch()) {
-            self.failed_at.clear();
-        }
+        let epoch = self.cluster.epoch();
+        self.failed_at.retain(|_, (e, _)| *e == epoch);
         if self.cluster.generation() != self.pruned_generation {
             self.pruned_generation = self.cluster.generation();
             cycle.rejected = self.prune_never_fits()?;
@@ -421,8 +420,11 @@ impl Engine {
             let gang = &self.gangs[&id];
             let (queue, gpus) = (gang.queue, gang.gpus);
             if gang.not_before > now {
-                let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
-                self.set_status(id, reason, None);
+                // Without a timed-out admission it is a hold (a requeue this instant), not a backoff.
+                if gang.unready_attempts > 0 {
+                    let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
+                    self.set_status(id, reason, None);
+                }
                 continue;
             }
             if let Some(&head) = blocked_queues.get(&queue) {

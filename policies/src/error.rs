@@ -35,6 +35,10 @@ pub enum Error {
         /// What does not match.
         message: String,
     },
+    /// Gangs hold as many distinct host filters (tolerations, selectors, affinity) as the engine
+    /// keeps apart; this one cannot be queued until some of them are gone.
+    #[error("too many distinct host filters (65,535) are in use; gang {0} cannot be queued now")]
+    TooManyHostFilters(crate::GangId),
     /// The cluster model refused a change: an accounting bug, surfaced instead of hidden.
     #[error(transparent)]
     Topology(#[from] trainyard_topology::Error),

@@ -47,7 +47,7 @@ impl Engine {
         // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
         // node has matches no host, so such gangs are reported as never fitting.
         let flavor = self.flavor_of.get(&request.queue).copied();
-        let hosts = self.cluster.class_of(&request.hosts);
+        let hosts = self.cluster.class_of(&request.hosts).ok_or(Error::TooManyHostFilters(request.id))?;
         let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint, flavor, hosts };
         if let Some(failure) = self.never_fits(&placement_request).filter(|_| fit) {
             self.cluster.release_class(hosts);

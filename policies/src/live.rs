@@ -119,6 +119,7 @@ impl Engine {
             self.cancel_pending(*id)?;
         }
         self.never_fits.clear();
+        self.failed_at.clear();
         self.dirty = true;
         self.changed.extend(self.pending.values().copied());
         Ok(dropped)

@@ -52,15 +52,41 @@ fn output(gang: &SlurmGang, job_id: u64) -> String {
 }
 
 async fn until(bridge: &Bridge, gang: &str, wanted: GangState) -> trainyard_slurm::JobInfo {
-    for _ in 0..100 {
+    until_within(bridge, gang, wanted, Duration::from_secs(20)).await
+}
+
+/// Waits until `gang`'s job is in state `wanted`; if it is not within `limit`, fails with what
+/// Slurm says of it and of the cluster, so that a slow or busy machine can be told from a bug.
+async fn until_within(bridge: &Bridge, gang: &str, wanted: GangState, limit: Duration) -> trainyard_slurm::JobInfo {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
         let job = bridge.status(gang).await.unwrap().expect("Slurm knows the job");
         if job.state == wanted {
             return job;
         }
         assert!(!job.state.is_terminal(), "{gang} ended {:?} while waiting for {wanted:?}", job.state);
+        if tokio::time::Instant::now() >= deadline {
+            let jobs: Vec<String> = bridge
+                .jobs()
+                .await
+                .unwrap_or_default()
+                .iter()
+                .map(|j| format!("{} {} {} ({}) on {:?}", j.id, j.name, j.slurm_state, j.reason, j.nodes))
+                .collect();
+            let nodes = std::process::Command::new("sinfo")
+                .args(["-h", "-N", "-o", "%N %T %E"])
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_else(|e| format!("sinfo: {e}"));
+            panic!(
+                "{gang} never reached {wanted:?} in {limit:?}: it is {} ({})\njobs:\n{}\nnodes:\n{nodes}",
+                job.slurm_state,
+                job.reason,
+                jobs.join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    panic!("{gang} never reached {wanted:?}");
 }
 
 const RANKS: &[&str] =
@@ -119,12 +145,14 @@ async fn a_switch_constraint_lands_inside_one_switch() {
     blocker.gpus_per_node = 2;
     blocker.placement = Some(SlurmPlacement::Nodelist(vec!["n1".into()]));
     b.submit(&blocker).await.unwrap();
-    until(&b, &blocker.gang, GangState::Running).await;
+    // n1 may still be finishing an earlier test's job (killed at its limit, say): give it time.
+    until_within(&b, &blocker.gang, GangState::Running, Duration::from_secs(120)).await;
     let mut g = gang("switches", 2, &["sleep", "2"]);
-    g.placement = Some(SlurmPlacement::Switches(SwitchPlacement { count: 1, wait_minutes: Some(1) }));
+    // Long enough that a busy n3 or n4 is waited for rather than the job spread over switches.
+    g.placement = Some(SlurmPlacement::Switches(SwitchPlacement { count: 1, wait_minutes: Some(5) }));
     let s = b.submit(&g).await.unwrap();
     assert_eq!(s.via, Some(Via::Sbatch), "slurmrestd cannot express switches");
-    let job = until(&b, &g.gang, GangState::Running).await;
+    let job = until_within(&b, &g.gang, GangState::Running, Duration::from_secs(120)).await;
     assert_eq!(job.nodes, "n[3-4]");
     assert!(b.cancel(&blocker.gang).await.unwrap());
 }

@@ -14,10 +14,10 @@ use trainyard_topology::{HostSpec, Resources};
 
 use crate::api::TopologySpec;
 
-/// Taints the node lifecycle controller sets for conditions trainyard reads directly (a cordon,
-/// NotReady, unreachable): they make a node unusable for a while, not ineligible for a gang.
-const CONDITION_TAINTS: [&str; 3] =
-    ["node.kubernetes.io/unschedulable", "node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
+/// The taint the node lifecycle controller sets for a cordon.
+const CORDON_TAINT: &str = "node.kubernetes.io/unschedulable";
+/// The taints it sets while a node is not ready or unreachable.
+const NOT_READY_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
 
 /// How node labels become levels: fixed when the engine is built.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,9 +163,17 @@ fn facts(name: &str, node: &Node, labels: BTreeMap<String, String>, levels: &Lev
         memory_mib: amount("memory", parse_mebibytes)?,
     };
     let spec = node.spec.as_ref();
+    let cordoned = spec.and_then(|s| s.unschedulable) == Some(true);
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
     let mut taints = Vec::new();
     for (i, t) in spec.and_then(|s| s.taints.as_ref()).into_iter().flatten().enumerate() {
-        if CONDITION_TAINTS.contains(&t.key.as_str()) {
+        // While the condition they stand for holds, these taints are read as the node being
+        // unusable (a while), not ineligible; once it is over, a taint left behind still refuses
+        // pods, as it does for kube-scheduler until the lifecycle controller removes it.
+        if (t.key == CORDON_TAINT && cordoned) || (NOT_READY_TAINTS.contains(&t.key.as_str()) && !ready) {
             continue;
         }
         let effect = TaintEffect::parse(&t.effect).ok_or_else(|| NodeProblem {
@@ -175,11 +183,6 @@ fn facts(name: &str, node: &Node, labels: BTreeMap<String, String>, levels: &Lev
         taints.push(Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect });
     }
     taints.sort();
-    let cordoned = spec.and_then(|s| s.unschedulable) == Some(true);
-    let ready = status
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
     let flavor = labels.get(GPU_PRODUCT_KEY).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
     let attrs = HostAttrs { node_name: name.to_string(), labels, taints };
     Ok(NodeFacts {
@@ -201,6 +204,8 @@ pub struct PodFacts {
     pub requests: Resources,
     /// `namespace/name` of the TrainJob whose gang it belongs to (its gang label), if any.
     pub gang: Option<String>,
+    /// Being deleted (it still holds its node until it is gone).
+    pub terminating: bool,
 }
 
 /// Reads a Pod; `None` for a pod that takes no node capacity (not bound, or Succeeded/Failed).
@@ -219,7 +224,8 @@ pub fn read_pod(pod: &Pod, gpu_resource: &str) -> Option<PodFacts> {
         .as_ref()
         .and_then(|l| l.get(trainyard_bridges::GANG_LABEL))
         .map(|g| format!("{namespace}/{g}"));
-    Some(PodFacts { uid, node, requests: pod_requests(spec, gpu_resource), gang })
+    let terminating = pod.metadata.deletion_timestamp.is_some();
+    Some(PodFacts { uid, node, requests: pod_requests(spec, gpu_resource), gang, terminating })
 }
 
 /// A pod's requests as kube-scheduler's `computePodResourceRequest` counts them: the containers
@@ -238,13 +244,14 @@ pub fn pod_requests(spec: &k8s_openapi::api::core::v1::PodSpec, gpu_resource: &s
     };
     let container = |c: &Container| {
         let r = c.resources.as_ref();
-        // Requests default to limits on admission; read limits where a request is absent.
-        let requests = of(r.and_then(|r| r.requests.as_ref()));
-        let limits = of(r.and_then(|r| r.limits.as_ref()));
+        // Requests default to limits on admission; read a limit only where no request is given.
+        let (requests, limits) = (r.and_then(|r| r.requests.as_ref()), r.and_then(|r| r.limits.as_ref()));
+        let (req, lim) = (of(requests), of(limits));
+        let given = |key: &str| requests.is_some_and(|m| m.contains_key(key));
         Resources {
-            gpus: if requests.gpus > 0 { requests.gpus } else { limits.gpus },
-            cpu_milli: if requests.cpu_milli > 0 { requests.cpu_milli } else { limits.cpu_milli },
-            memory_mib: if requests.memory_mib > 0 { requests.memory_mib } else { limits.memory_mib },
+            gpus: if given(gpu_resource) { req.gpus } else { lim.gpus },
+            cpu_milli: if given("cpu") { req.cpu_milli } else { lim.cpu_milli },
+            memory_mib: if given("memory") { req.memory_mib } else { lim.memory_mib },
         }
     };
     let mut total = spec.containers.iter().map(container).fold(Resources::ZERO, |a, b| a.saturating_add(&b));

@@ -164,18 +164,33 @@ fn render_error_field(e: &trainyard_bridges::RenderError) -> String {
     e.field().to_string()
 }
 
-/// Pods of the gang's replicated jobs, the largest pod among them, and the hosts the first one's
-/// pods may use.
+/// Pods of the gang's replicated jobs, the largest pod among them, and the hosts their pods may
+/// use. The engine places a gang on one set of hosts, so replicated jobs whose pods would pass
+/// different hosts (selector, affinity or tolerations) are refused rather than placed where some
+/// of their pods could not bind.
 fn gang_pods(jobset: &JobSet, gpu_resource: &str) -> Result<(u32, Resources, HostFilter), Problem> {
     let rjobs = &jobset.spec.replicated_jobs;
     let mut pods: u64 = 0;
     let mut shape = Resources::ZERO;
-    let mut hosts = None;
+    let mut hosts: Option<(HostFilter, &str)> = None;
     for i in gang_replicated_jobs(rjobs) {
         let rjob = &rjobs[i];
-        if hosts.is_none() {
-            let field = format!("replicatedJobs[{}].template.spec.template.spec", rjob.name);
-            hosts = Some(super::host_filter::host_filter(&rjob.template.spec.template.spec, &field)?);
+        let field = format!("replicatedJobs[{}].template.spec.template.spec", rjob.name);
+        let filter = super::host_filter::host_filter(&rjob.template.spec.template.spec, &field)?;
+        match &hosts {
+            None => hosts = Some((filter, rjob.name.as_str())),
+            Some((first, first_name)) if *first != filter => {
+                return Err(Problem::new(
+                    "InvalidSpec",
+                    field,
+                    format!(
+                        "its nodeSelector, node affinity or tolerations differ from replicatedJobs[{first_name}]'s; \
+                         the pods of one gang must be able to use the same nodes"
+                    ),
+                    true,
+                ));
+            }
+            Some(_) => {}
         }
         let count = i64::from(rjob.replicas.unwrap_or(1)) * i64::from(rjob.template.spec.parallelism.unwrap_or(1));
         pods += u64::try_from(count.max(0)).unwrap_or(0);
@@ -189,7 +204,7 @@ fn gang_pods(jobset: &JobSet, gpu_resource: &str) -> Result<(u32, Resources, Hos
     }
     let pods = u32::try_from(pods)
         .map_err(|_| Problem::new("InvalidSpec", "spec.trainer.numNodes", format!("{pods} pods is too many"), true))?;
-    Ok((pods, shape, hosts.unwrap_or_default()))
+    Ok((pods, shape, hosts.map(|(filter, _)| filter).unwrap_or_default()))
 }
 
 /// Requests (or limits, where a request is absent) summed over the pod's containers.
@@ -293,6 +308,46 @@ mod tests {
         let req = topology_request(&annotations(&[(PREFERRED_TOPOLOGY, "example.com/block")])).unwrap();
         assert_eq!(req, TopologyRequest::Preferred("example.com/block".into()));
         assert_eq!(topology_request(&annotations(&[])).unwrap(), TopologyRequest::Unconstrained);
+    }
+
+    fn two_trainer_jobs(second_selector: serde_json::Value) -> JobSet {
+        let rjob = |name: &str, selector: serde_json::Value| {
+            serde_json::json!({
+                "name": name,
+                "replicas": 1,
+                "template": {
+                    "metadata": {"labels": {bridge::ANCESTOR_LABEL: bridge::TRAINER_ANCESTOR}},
+                    "spec": {"parallelism": 2, "template": {"spec": {
+                        "nodeSelector": selector,
+                        "containers": [{"name": "main", "image": "x",
+                            "resources": {"requests": {"nvidia.com/gpu": "8"}}}]
+                    }}}
+                }
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": "j"},
+            "spec": {"replicatedJobs": [
+                rjob("launcher", serde_json::json!({"pool": "a"})),
+                rjob("workers", second_selector),
+            ]}
+        }))
+        .expect("jobset")
+    }
+
+    #[test]
+    fn gang_jobs_that_would_use_different_nodes_are_refused() {
+        let (pods, pod, hosts) =
+            gang_pods(&two_trainer_jobs(serde_json::json!({"pool": "a"})), "nvidia.com/gpu").unwrap();
+        assert_eq!((pods, pod.gpus), (4, 8));
+        assert_ne!(hosts, HostFilter::default(), "the shared selector is kept");
+        let p = gang_pods(&two_trainer_jobs(serde_json::json!({"pool": "b"})), "nvidia.com/gpu").unwrap_err();
+        assert_eq!(p.reason, "InvalidSpec");
+        assert_eq!(p.field, "replicatedJobs[workers].template.spec.template.spec");
+        assert!(p.message.contains("replicatedJobs[launcher]"), "{}", p.message);
+        assert!(p.terminal);
     }
 
     #[test]

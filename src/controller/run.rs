@@ -90,8 +90,9 @@ pub struct Ctx {
     pub(crate) settings: Settings,
     gang_api: Option<GangApi>,
     actor: Actor,
-    /// The scheduling loop's current decision per TrainJob (`namespace/name`).
-    pub(crate) decisions: Mutex<HashMap<String, Decision>>,
+    /// The scheduling loop's current decision per TrainJob (`namespace/name`), with the uid of
+    /// the TrainJob it is about.
+    pub(crate) decisions: Mutex<HashMap<String, (String, Decision)>>,
     /// Arrival orders the loop handed out to TrainJobs that carry none yet, by uid.
     pub(crate) arrivals: Mutex<HashMap<String, u64>>,
     /// When the loop first saw each TrainJob not launched yet, by uid.
@@ -356,8 +357,9 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         .map(|p| pod_view(p))
         .collect();
     let hostfile_exists = ctx.configmaps.get(&ObjectRef::new(&format!("{name}-mpi-hostfile")).within(&ns)).is_some();
-    let decision = ctx.decisions.lock().expect("lock").get(&job.key()).cloned();
     let uid = job.metadata.uid.clone().unwrap_or_default();
+    let decision =
+        ctx.decisions.lock().expect("lock").get(&job.key()).filter(|(u, _)| *u == uid).map(|(_, d)| d.clone());
     let arrival = ctx.arrivals.lock().expect("lock").get(&uid).copied();
     let slurm_snapshot = ctx.settings.slurm.as_ref().map(|link| link.snapshot());
     let now = Time(Timestamp::now());

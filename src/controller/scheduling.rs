@@ -181,18 +181,16 @@ impl Task {
                 self.slurm.problem.clone().unwrap_or_else(|| "waiting for the first answer from Slurm".into());
             let (decisions, stats) = slurm_cycle(self.slurm.looped.as_mut(), &live.slurm_entries(), now, &missing);
             for (key, d) in decisions {
-                live.publish(&key, Some(d), &mut changed);
+                live.publish(&key, Some(d));
             }
+            changed.extend(live.take_published());
             all_stats.extend(stats);
         }
-        let admitted: Vec<u64> = if changed.values().any(|d| matches!(d, Some(Decision::Admit(_)))) {
-            live.entries()
-                .filter(|e| matches!(changed.get(&e.key), Some(Some(Decision::Admit(_)))))
-                .map(|e| e.created)
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let admitted: Vec<u64> = changed
+            .iter()
+            .filter(|(_, d)| matches!(d, Some(Decision::Admit(_))))
+            .filter_map(|(key, _)| live.created_of(key))
+            .collect();
         self.publish(live, changed);
         self.metrics(live, &all_stats, &admitted, now);
         self.queue_status(live);
@@ -221,11 +219,12 @@ impl Task {
             return;
         }
         {
+            // With the TrainJob's uid: one created again under the same name never reads it.
             let mut decisions = self.ctx.decisions.lock().expect("lock");
             for (key, d) in &changed {
-                match d {
-                    Some(d) => decisions.insert(key.clone(), d.clone()),
-                    None => decisions.remove(key),
+                match (d, live.uid_of(key)) {
+                    (Some(d), Some(uid)) => decisions.insert(key.clone(), (uid.to_string(), d.clone())),
+                    _ => decisions.remove(key),
                 };
             }
         }
@@ -248,26 +247,21 @@ impl Task {
             }
         }
         let looped = live.scheduling_loop();
-        let hosts = looped.hosts_report();
-        m.hosts_eligible.set(gauge(hosts.eligible));
-        m.hosts_unusable.set(gauge(hosts.unusable));
-        m.foreign_gpus.set(gauge(hosts.foreign_gpus));
         let cluster = looped.engine().cluster();
         m.cluster_gpus.set(gauge(cluster.total_capacity().gpus));
         m.cluster_free_gpus.set(gauge(cluster.total_free().gpus));
         m.status_backlog.set(gauge(self.ctx.status.backlog() as u64));
-        // The gauges below walk every TrainJob: at most once a second.
-        if !all.iter().any(|s| s.ran) || self.gauges_at.is_some_and(|at| at.elapsed() < QUEUE_STATUS_EVERY) {
+        // The gauges below walk every host and every TrainJob: at most once a second.
+        if self.gauges_at.is_some_and(|at| at.elapsed() < QUEUE_STATUS_EVERY) {
             return;
         }
         self.gauges_at = Some(Instant::now());
+        let hosts = looped.hosts_report();
+        m.hosts_eligible.set(gauge(hosts.eligible));
+        m.hosts_unusable.set(gauge(hosts.unusable));
+        m.foreign_gpus.set(gauge(hosts.foreign_gpus));
         m.queue_depth.clear();
         m.pending.clear();
-        for stats in all {
-            for (queue, n) in &stats.pending_by_queue {
-                m.queue_depth.get_or_create(&QueueLabel { queue: queue.clone() }).inc_by(gauge(*n));
-            }
-        }
         let mut by_reason: BTreeMap<(String, String), u64> = BTreeMap::new();
         for entry in live.entries() {
             let intent = match &entry.state {
@@ -279,6 +273,7 @@ impl Task {
             }
         }
         for ((queue, reason), n) in by_reason {
+            m.queue_depth.get_or_create(&QueueLabel { queue: queue.clone() }).inc_by(gauge(n));
             m.pending.get_or_create(&PendingLabel { queue, reason }).set(gauge(n));
         }
         let quotas = looped.engine().quotas();

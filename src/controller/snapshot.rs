@@ -108,7 +108,7 @@ impl IntentCache {
             self.inputs = inputs;
         }
         let uid = job.metadata.uid.clone().unwrap_or_default();
-        let version = job.metadata.resource_version.clone().unwrap_or_default();
+        let version = intent_version(job);
         match self.entries.get(&uid) {
             Some((v, intent)) if *v == version && !version.is_empty() => intent.clone(),
             _ => {
@@ -123,6 +123,24 @@ impl IntentCache {
     pub fn retain(&mut self, uids: &std::collections::HashSet<&str>) {
         self.entries.retain(|uid, _| uids.contains(uid.as_str()));
     }
+
+    /// Drops the entry of a TrainJob that is gone.
+    pub fn forget(&mut self, uid: &str) {
+        self.entries.remove(uid);
+    }
+}
+
+/// What an intent reads of a TrainJob: its spec (by generation), labels and annotations; a status
+/// write (trainyard's own, mostly) changes none of them.
+fn intent_version(job: &TrainJob) -> String {
+    use std::hash::{Hash, Hasher};
+    let Some(generation) = job.metadata.generation else {
+        return job.metadata.resource_version.clone().unwrap_or_default();
+    };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    job.metadata.labels.hash(&mut h);
+    job.metadata.annotations.hash(&mut h);
+    format!("{generation}/{:x}", h.finish())
 }
 
 /// Seconds since the epoch of the TrainJob's creation (0 when unset).

@@ -57,68 +57,82 @@ impl StatusWriter {
         self.inner.pending.lock().expect("lock").len()
     }
 
-    /// Writes statuses until the process ends, `parallel` at a time. A status whose write failed
-    /// waits out its own backoff; the others go on meanwhile.
+    /// Writes statuses until the process ends, up to `parallel` at once: a slot that frees is
+    /// filled at once, each write is bounded in time, and a status whose write failed waits out
+    /// its own backoff while the others go on. A refusal that writing again cannot mend (the
+    /// server finds the status invalid or forbidden) is logged and dropped.
     pub async fn run(self, client: Client, parallel: usize) {
+        let mut in_flight = futures::stream::FuturesUnordered::new();
         loop {
             let now = tokio::time::Instant::now();
-            let (batch, next) = {
+            let next = {
                 let mut pending = self.inner.pending.lock().expect("lock");
+                let room = parallel.max(1).saturating_sub(in_flight.len());
                 let due: Vec<Target> = pending
                     .iter()
                     .filter(|(_, p)| p.not_before.is_none_or(|t| t <= now))
                     .map(|(t, _)| t.clone())
+                    .take(room)
                     .collect();
-                let batch: Vec<(Target, Pending)> =
-                    due.into_iter().filter_map(|t| pending.remove(&t).map(|p| (t, p))).collect();
-                let next = pending.values().filter_map(|p| p.not_before).min();
-                (batch, next)
-            };
-            if batch.is_empty() {
-                match next {
-                    Some(at) => {
-                        tokio::select! {
-                            () = self.inner.wake.notified() => {}
-                            () = tokio::time::sleep_until(at) => {}
-                        }
-                    }
-                    None => self.inner.wake.notified().await,
-                }
-                continue;
-            }
-            let results: Vec<(Target, Pending, Result<(), kube::Error>)> = futures::stream::iter(batch)
-                .map(|(target, pending)| {
+                for target in due {
+                    let Some(p) = pending.remove(&target) else { continue };
                     let client = client.clone();
-                    async move {
-                        let result = write(&client, &target, &pending.body).await;
-                        (target, pending, result)
-                    }
-                })
-                .buffer_unordered(parallel.max(1))
-                .collect()
-                .await;
-            for (target, pending, result) in results {
-                match result {
-                    Ok(()) => {}
-                    // The object went: nothing to write any more.
-                    Err(kube::Error::Api(s)) if s.is_not_found() => {}
-                    Err(e) => {
-                        let failures = pending.failures + 1;
-                        tracing::warn!(?target, error = %e, failures, "status not written; retrying");
-                        let wait = super::run::backoff(failures).min(Duration::from_secs(30));
-                        let not_before = Some(tokio::time::Instant::now() + wait);
-                        // A newer status sent meanwhile wins over the one that failed.
-                        self.inner.pending.lock().expect("lock").entry(target).or_insert(Pending {
-                            body: pending.body,
-                            failures,
-                            not_before,
-                        });
-                    }
+                    in_flight.push(async move {
+                        let result = tokio::time::timeout(WRITE_TIMEOUT, write(&client, &target, &p.body)).await;
+                        (target, p, result)
+                    });
                 }
+                pending.values().filter_map(|p| p.not_before).min()
+            };
+            let wait = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                Some((target, pending, result)) = in_flight.next(), if !in_flight.is_empty() => {
+                    self.settle(target, pending, result);
+                }
+                () = self.inner.wake.notified() => {}
+                () = wait => {}
             }
         }
     }
+
+    /// What follows one write.
+    fn settle(
+        &self,
+        target: Target,
+        pending: Pending,
+        result: Result<Result<(), kube::Error>, tokio::time::error::Elapsed>,
+    ) {
+        let error = match result {
+            Ok(Ok(())) => return,
+            // The object went: nothing to write any more.
+            Ok(Err(kube::Error::Api(s))) if s.is_not_found() => return,
+            Ok(Err(kube::Error::Api(s))) if matches!(s.code, 400 | 403 | 422) => {
+                tracing::error!(?target, error = %s, "status refused; not written");
+                return;
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer in {} s", WRITE_TIMEOUT.as_secs()),
+        };
+        let failures = pending.failures + 1;
+        tracing::warn!(?target, error = %error, failures, "status not written; retrying");
+        let wait = super::run::backoff(failures).min(Duration::from_secs(30));
+        let not_before = Some(tokio::time::Instant::now() + wait);
+        // A newer status sent meanwhile wins over the one that failed.
+        self.inner.pending.lock().expect("lock").entry(target).or_insert(Pending {
+            body: pending.body,
+            failures,
+            not_before,
+        });
+    }
 }
+
+/// The longest one status write may take before it counts as failed.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One status write: a server-side apply of the status subresource by field manager `trainyard`.
 pub async fn write(client: &Client, target: &Target, body: &Value) -> Result<(), kube::Error> {

@@ -201,14 +201,14 @@ proptest! {
     #[test]
     fn live_changes_equal_a_fresh_build(ops in prop::collection::vec(op(), 1..60)) {
         let mut c = empty();
-        let class = c.class_of(&tolerant());
+        let class = c.class_of(&tolerant()).unwrap();
         let mut known = BTreeMap::new();
         for op in &ops {
             apply(&mut c, &mut known, op);
             c.audit().map_err(|e| TestCaseError::fail(format!("after {op:?}: {e}")))?;
         }
         let mut fresh = from_scratch(&known);
-        let fresh_class = fresh.class_of(&tolerant());
+        let fresh_class = fresh.class_of(&tolerant()).unwrap();
         prop_assert_eq!(c.canonical(), fresh.canonical());
         prop_assert_eq!(free_by_path(&c, HostClass::DEFAULT), free_by_path(&fresh, HostClass::DEFAULT));
         prop_assert_eq!(free_by_path(&c, class), free_by_path(&fresh, fresh_class));

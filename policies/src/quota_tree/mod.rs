@@ -206,8 +206,9 @@ impl QuotaTree {
         }
     }
 
-    /// The leaf a gang that already runs is charged to: its queue, or (when the queue is gone or
-    /// no longer a leaf) an unlimited leaf of that name's own, so that what runs stays counted.
+    /// The leaf a gang that already runs is charged to: its queue; when the queue is gone, the leaf
+    /// its name resolves to now (an unlimited leaf of its own, or the catch-all queue); when it is
+    /// no longer a leaf, an unlimited leaf of its own, so that what runs stays counted.
     pub fn keep(&mut self, name: &str) -> QueueIdx {
         match self.find(name) {
             Some(q) if self.is_leaf(q) => q,

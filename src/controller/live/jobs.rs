@@ -16,6 +16,8 @@ use crate::controller::snapshot::{IntentCache, arrival_of, created_s, job_entry}
 pub(super) struct Jobs {
     objects: HashMap<String, Arc<TrainJob>>,
     entries: BTreeMap<String, JobEntry>,
+    /// uid of each `namespace/name` (looked up only).
+    by_key: HashMap<String, String>,
     intents: IntentCache,
     /// Arrival orders handed out to TrainJobs that carry none yet, by uid.
     arrivals: HashMap<String, u64>,
@@ -27,7 +29,7 @@ impl Jobs {
     /// Takes the first list: arrival orders continue after the largest recorded one, and the
     /// TrainJobs that carry none get theirs in creation order.
     pub(super) fn start(&mut self, mut jobs: Vec<Arc<TrainJob>>) {
-        self.next_arrival = jobs.iter().filter_map(|j| arrival_of(j)).max().map_or(0, |m| m + 1);
+        self.next_arrival = jobs.iter().filter_map(|j| arrival_of(j)).max().map_or(0, |m| m.saturating_add(1));
         jobs.sort_by_key(|j| (created_s(j), arrival_of(j).unwrap_or(u64::MAX), j.metadata.name.clone()));
         for job in jobs {
             let uid = job.metadata.uid.clone().unwrap_or_default();
@@ -46,10 +48,18 @@ impl Jobs {
             return n;
         }
         let n = self.next_arrival;
-        self.next_arrival += 1;
+        self.next_arrival = self.next_arrival.saturating_add(1);
         self.arrivals.insert(uid.clone(), n);
         self.new_arrivals.push((uid, n));
         n
+    }
+
+    pub(super) fn uid_of(&self, key: &str) -> Option<&str> {
+        self.by_key.get(key).map(String::as_str)
+    }
+
+    pub(super) fn entry(&self, uid: &str) -> Option<&JobEntry> {
+        self.entries.get(uid)
     }
 
     pub(super) fn uids(&self) -> Vec<String> {
@@ -92,10 +102,12 @@ impl Live {
         self.jobs.arrivals.remove(uid);
         if let Some(entry) = self.jobs.entries.remove(uid) {
             self.k8s.remove(uid, now);
-            let mut out = super::Changed::new();
-            self.publish(&entry.key, None, &mut out);
+            if self.jobs.by_key.get(&entry.key).is_some_and(|u| u == uid) {
+                self.jobs.by_key.remove(&entry.key);
+            }
+            self.publish(&entry.key, None);
         }
-        self.jobs.intents.retain(&self.jobs.objects.keys().map(String::as_str).collect());
+        self.jobs.intents.forget(uid);
     }
 
     /// Every TrainJob's entry again (the runtimes or the policy changed).
@@ -128,7 +140,8 @@ impl Live {
         let intent = self.jobs.intents.intent(&job, &self.runtimes, &ctx, inputs);
         let order = self.jobs.order(&job);
         let entry = job_entry(&job, &intent, self.settings.mode, order);
-        if self.jobs.entries.get(uid) == Some(&entry) {
+        // A TrainJob whose gang is held until it shows it stopped is looked at on each event.
+        if self.jobs.entries.get(uid) == Some(&entry) && !self.k8s.is_stopping(uid) {
             return;
         }
         if side(&entry) == Some(true) {
@@ -137,6 +150,7 @@ impl Live {
         } else {
             self.k8s.apply(&entry, now);
         }
+        self.jobs.by_key.insert(entry.key.clone(), uid.to_string());
         self.jobs.entries.insert(uid.to_string(), entry);
     }
 }

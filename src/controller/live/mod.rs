@@ -84,6 +84,8 @@ pub struct Live {
     queues_applied: Vec<(String, i64)>,
     policy: PolicyConfig,
     policy_problem: Option<String>,
+    /// A policy other than the bootstrap one (no queues) has been taken.
+    policy_taken: bool,
     runtimes: Arc<Runtimes>,
     /// Bumped whenever the runtimes change, so that cached intents are rendered again.
     runtimes_generation: u64,
@@ -92,6 +94,8 @@ pub struct Live {
     relists: HashMap<&'static str, BTreeSet<String>>,
     /// Decisions published, by `namespace/name`.
     decisions: HashMap<String, Decision>,
+    /// Decisions changed since the last cycle returned them (a TrainJob deleted between cycles).
+    unreturned: Changed,
     /// Times this picture built its engine: once, at start; every later change is applied in place.
     engine_builds: u64,
 }
@@ -118,11 +122,13 @@ impl Live {
             queues_applied: Vec::new(),
             policy: empty,
             policy_problem: None,
+            policy_taken: false,
             runtimes: initial.runtimes.clone().unwrap_or_default(),
             runtimes_generation: 0,
             jobs: jobs::Jobs::default(),
             relists: HashMap::new(),
             decisions: HashMap::new(),
+            unreturned: Changed::new(),
             engine_builds: 1,
         };
         let mut notes = Vec::new();
@@ -370,15 +376,31 @@ impl Live {
             Ok(policy) => {
                 self.policy = policy;
                 self.policy_problem = None;
+                self.policy_taken = true;
                 self.apply_all_jobs(now);
                 Vec::new()
             }
             Err(e) => {
                 self.policy_problem = Some(e.clone());
-                vec![Note {
-                    node: None,
-                    message: format!("cannot take the Queue objects; the quota tree in force stays: {e}"),
-                }]
+                let message = format!("cannot take the Queue objects; the quota tree in force stays: {e}");
+                let mut notes = vec![Note { node: None, message }];
+                // At start nothing is in force yet but the bootstrap: take the file's own queues.
+                if !self.policy_taken {
+                    let (text, name) = (&self.settings.policy_text, &self.settings.policy_name);
+                    let file_only = policy_with_queues(text, name, &[], Side::Kubernetes)
+                        .and_then(|p| self.k8s.replace_policy(p.clone(), now).map(|_| p).map_err(|e| e.to_string()));
+                    match file_only {
+                        Ok(policy) => {
+                            self.policy = policy;
+                            self.policy_taken = true;
+                            self.apply_all_jobs(now);
+                        }
+                        Err(e) => {
+                            notes.push(Note { node: None, message: format!("the policy file's own queues: {e}") })
+                        }
+                    }
+                }
+                notes
             }
         }
     }
@@ -386,24 +408,38 @@ impl Live {
     /// Runs one cycle of the Kubernetes loop at `now` and returns the decisions that changed.
     pub fn cycle(&mut self, now: u64) -> (Changed, CycleStats) {
         let (changed, stats) = self.k8s.step(now);
-        let mut out = Changed::new();
         for (key, decision) in changed {
-            self.publish(&key, decision.clone(), &mut out);
+            self.publish(&key, decision);
         }
-        (out, stats)
+        (self.take_published(), stats)
     }
 
-    /// Records a decision as published; adds it to `out` when it differs from the last one.
-    pub(crate) fn publish(&mut self, key: &str, decision: Option<Decision>, out: &mut Changed) {
-        let before = self.decisions.get(key);
-        if before == decision.as_ref() {
+    /// Records a decision as published; it is returned by the next [`Live::take_published`] (or
+    /// cycle) when it differs from the last one.
+    pub fn publish(&mut self, key: &str, decision: Option<Decision>) {
+        if self.decisions.get(key) == decision.as_ref() {
             return;
         }
         match &decision {
             Some(d) => self.decisions.insert(key.to_string(), d.clone()),
             None => self.decisions.remove(key),
         };
-        out.insert(key.to_string(), decision);
+        self.unreturned.insert(key.to_string(), decision);
+    }
+
+    /// The decisions changed since the last call.
+    pub fn take_published(&mut self) -> Changed {
+        std::mem::take(&mut self.unreturned)
+    }
+
+    /// The uid of the TrainJob a decision is about, by `namespace/name`.
+    pub fn uid_of(&self, key: &str) -> Option<&str> {
+        self.jobs.uid_of(key)
+    }
+
+    /// A TrainJob's creation time (seconds), by `namespace/name`.
+    pub fn created_of(&self, key: &str) -> Option<u64> {
+        self.jobs.uid_of(key).and_then(|uid| self.jobs.entry(uid)).map(|e| e.created)
     }
 
     /// The entries of the TrainJobs whose gangs run (or would run) on Slurm.

@@ -178,22 +178,19 @@ impl SchedulingLoop {
         self.hosts.nodes.insert(name.to_string(), NodeEntry { host: Some(h), facts: Some(facts) });
         self.touch_host(h);
         if current.is_none() {
-            // Pods bound before the node was known, and records naming it, count now.
+            // Pods bound before the node was known count now.
             let pods: Vec<String> = self.hosts.pods_on_node.get(name).into_iter().flatten().cloned().collect();
             for uid in pods {
                 self.recharge(&uid);
             }
-            self.retry_rejected(now);
-        } else if self.engine.cluster().generation() != self.seen_generation {
-            self.retry_rejected(now);
         }
-        self.seen_generation = self.engine.cluster().generation();
         None
     }
 
     /// A node left: its pods' foreign usage is released (they stay known, in case it returns),
     /// and its host is removed (kept, unusable, while gangs hold it).
     pub fn delete_node(&mut self, name: &str, now: u64) {
+        self.hosts.problems.remove(name);
         let Some(entry) = self.hosts.nodes.remove(name) else { return };
         let Some(h) = entry.host else { return };
         let pods: Vec<String> = self.hosts.pods_on_node.get(name).into_iter().flatten().cloned().collect();
@@ -206,7 +203,6 @@ impl SchedulingLoop {
             Ok(Removal::Held) => {}
             Err(e) => tracing::error!(node = name, error = %e, "removing the node's host failed"),
         }
-        self.seen_generation = self.engine.cluster().generation();
     }
 
     /// A host standing in for a node an admission record names but the cluster does not have: in
@@ -236,6 +232,13 @@ impl SchedulingLoop {
             if let Some(uid) = self.by_id.get(&id) {
                 self.stale.insert(uid.clone());
             }
+        }
+    }
+
+    /// Removes a stand-in host once its gang holds it (it stays, held) or could not take it.
+    pub(super) fn drop_stand_in(&mut self, h: HostId, now: u64) {
+        if let Ok(Removal::Removed) = self.engine.remove_host(h, now) {
+            self.forget_host(h);
         }
     }
 
@@ -314,12 +317,23 @@ impl SchedulingLoop {
         }
     }
 
-    /// Charges or releases one pod as its gang and node now say.
+    /// Charges or releases one pod as its gang and node now say (a pod of a running gang is
+    /// looked at with the rest of its gang: which of them are the gang's own depends on all).
     fn recharge(&mut self, uid: &str) {
         let Some(pod) = self.hosts.pods.get(uid) else { return };
+        if let Some(gang) = pod.facts.gang.clone()
+            && self.own_slots(&gang).is_some()
+        {
+            return self.reclassify(&gang);
+        }
         let host = self.hosts.nodes.get(&pod.facts.node).and_then(|n| n.host);
-        let want = host.filter(|&h| !pod.facts.gang.as_ref().is_some_and(|g| self.accounts(g, h)));
-        let want = want.map(|h| (h, pod.facts.requests)).filter(|(_, r)| !r.is_zero());
+        self.set_charge(uid, host);
+    }
+
+    /// Charges pod `uid` as foreign usage on `host` (`None`: charges nothing).
+    fn set_charge(&mut self, uid: &str, host: Option<HostId>) {
+        let Some(pod) = self.hosts.pods.get(uid) else { return };
+        let want = host.map(|h| (h, pod.facts.requests)).filter(|(_, r)| !r.is_zero());
         if want == pod.charged {
             return;
         }
@@ -344,11 +358,36 @@ impl SchedulingLoop {
         }
     }
 
-    /// Charges or releases every pod of a gang again (it started, stopped or moved).
+    /// Charges or releases every pod of a gang again (it started, stopped or moved, or one of its
+    /// pods changed). A running gang's own pods on a host are as many as its placement puts
+    /// there, pods that are going away last; any more (pods of an earlier run still
+    /// terminating, a replacement beside its predecessor) are foreign usage until they are gone.
     pub(super) fn reclassify(&mut self, key: &str) {
-        let pods: Vec<String> = self.hosts.pods_of_gang.get(key).into_iter().flatten().cloned().collect();
-        for uid in pods {
-            self.recharge(&uid);
+        let mut pods: Vec<(bool, String)> = self
+            .hosts
+            .pods_of_gang
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|uid| self.hosts.pods.get(uid).map(|p| (p.facts.terminating, uid.clone())))
+            .collect();
+        pods.sort();
+        let mut own = self.own_slots(key);
+        for (_, uid) in pods {
+            let Some(node) = self.hosts.pods.get(&uid).map(|p| p.facts.node.clone()) else { continue };
+            let host = self.hosts.nodes.get(&node).and_then(|n| n.host);
+            let ours = match (&mut own, host) {
+                (Some((_, true)), Some(_)) => true,
+                (Some((slots, false)), Some(h)) => match slots.get_mut(&h) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        true
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            self.set_charge(&uid, if ours { None } else { host });
         }
     }
 }

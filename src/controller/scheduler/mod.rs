@@ -130,6 +130,8 @@ pub struct SchedulingLoop {
     /// Rows the engine refused or could not place, to look at again when the cluster or the
     /// quotas change (kept apart so that doing so costs what they are, not the whole table).
     refused: BTreeSet<String>,
+    /// Rows held out of the engine until their TrainJob shows them stopped.
+    stopping: BTreeSet<String>,
     /// Nodes and pods.
     hosts: Hosts,
     next_id: u64,
@@ -152,6 +154,7 @@ impl SchedulingLoop {
             by_key: HashMap::new(),
             stale: BTreeSet::new(),
             refused: BTreeSet::new(),
+            stopping: BTreeSet::new(),
             hosts,
             next_id: 0,
             last_now: 0,
@@ -177,6 +180,11 @@ impl SchedulingLoop {
         self.table.get(uid).and_then(|t| t.decision.as_ref())
     }
 
+    /// Whether a TrainJob's gang is held out of the engine until the TrainJob shows it stopped.
+    pub fn is_stopping(&self, uid: &str) -> bool {
+        self.stopping.contains(uid)
+    }
+
     /// The uids of every tracked TrainJob.
     pub fn job_uids(&self) -> impl Iterator<Item = &str> + '_ {
         self.table.keys().map(String::as_str)
@@ -188,15 +196,20 @@ impl SchedulingLoop {
         let now = now.max(self.last_now);
         self.last_now = now;
         let mut stats = CycleStats::default();
+        // The cluster changed what could ever fit: refused gangs are looked at again, once a cycle.
+        let generation = self.engine.cluster().generation();
+        if generation != self.seen_generation {
+            self.seen_generation = generation;
+            self.retry_rejected(now);
+        }
+        self.release_stale_holds(now);
         match self.engine.schedule(now) {
             Ok(cycle) => self.take_cycle(cycle, now, &mut stats),
             Err(e) => {
-                // An accounting error inside the engine: report it on every waiting gang rather than crash.
-                let message = format!("scheduler error: {e}");
-                for t in self.table.values_mut().filter(|t| matches!(t.state, JobState::Waiting(_))) {
-                    t.decision = Some(Decision::Pending { reason: "SchedulerError".into(), message: message.clone() });
-                    self.stale.insert(t.uid.clone());
-                }
+                // An accounting error inside the engine: logged, and the gangs it had started
+                // before it failed are found from the engine rather than lost.
+                tracing::error!(error = %e, "scheduling cycle failed");
+                self.recover_started(now);
             }
         }
         self.forget_reaped();
@@ -206,11 +219,7 @@ impl SchedulingLoop {
                 self.stale.insert(uid.clone());
             }
         }
-        let out = self.settle();
-        if stats.ran || !out.is_empty() {
-            self.count_pending(&mut stats);
-        }
-        (out, stats)
+        (self.settle(), stats)
     }
 
     /// Brings every TrainJob of a snapshot into the table (those missing leave), runs one cycle
@@ -225,7 +234,8 @@ impl SchedulingLoop {
         for job in jobs {
             self.apply(job, now);
         }
-        let (_, stats) = self.step(now);
+        let (_, mut stats) = self.step(now);
+        (stats.pending_by_queue, stats.pending_by_reason) = self.pending_counts();
         let out = jobs
             .iter()
             .filter_map(|j| self.table.get(&j.uid).and_then(|t| t.decision.clone()).map(|d| (j.key.clone(), d)))
@@ -233,13 +243,16 @@ impl SchedulingLoop {
         (out, stats)
     }
 
-    fn count_pending(&self, stats: &mut CycleStats) {
+    /// Waiting TrainJobs by queue and by condition reason (walks the whole table).
+    pub fn pending_counts(&self) -> (BTreeMap<String, u64>, BTreeMap<String, u64>) {
+        let (mut by_queue, mut by_reason) = (BTreeMap::new(), BTreeMap::new());
         for t in self.table.values() {
             if let (JobState::Waiting(intent), Some(Decision::Pending { reason, .. })) = (&t.state, &t.decision) {
-                *stats.pending_by_queue.entry(intent.queue.clone()).or_default() += 1;
-                *stats.pending_by_reason.entry(reason.clone()).or_default() += 1;
+                *by_queue.entry(intent.queue.clone()).or_default() += 1;
+                *by_reason.entry(reason.clone()).or_default() += 1;
             }
         }
+        (by_queue, by_reason)
     }
 
     /// Replaces the quota tree and settings in place; waiting TrainJobs the new tree refuses (their

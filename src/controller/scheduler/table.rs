@@ -21,7 +21,7 @@ pub(crate) enum Gang {
     Running { id: GangId, decided: Option<AdmissionRecord>, moved: bool },
     /// Taken off its hosts while the object still has its record and its pods may still run:
     /// out of the engine until the object shows it stopped, then queued again in its old place.
-    Stopping { decision: Decision },
+    Stopping { decision: Decision, since: u64 },
     /// Refused by the engine for this intent; looked at again when the TrainJob, the cluster or
     /// the quotas change.
     Rejected { intent: GangIntent, decision: Decision },
@@ -66,7 +66,14 @@ impl SchedulingLoop {
             gang: Gang::None,
             decision: None,
         });
-        if row.state == job.state && row.key == job.key && row.created == job.created && row.order == job.order {
+        // A stopped gang waits for its TrainJob to show it stopped: any event of it may be that.
+        let stopping = matches!(row.gang, Gang::Stopping { .. });
+        if !stopping
+            && row.state == job.state
+            && row.key == job.key
+            && row.created == job.created
+            && row.order == job.order
+        {
             return;
         }
         (row.key, row.created, row.order, row.state) = (job.key.clone(), job.created, job.order, job.state.clone());
@@ -79,6 +86,7 @@ impl SchedulingLoop {
     /// they are gone).
     pub fn remove(&mut self, uid: &str, now: u64) {
         self.refused.remove(uid);
+        self.stopping.remove(uid);
         let Some(row) = self.table.remove(uid) else { return };
         if self.by_key.get(&row.key).is_some_and(|u| u == uid) {
             self.by_key.remove(&row.key);
@@ -104,6 +112,11 @@ impl SchedulingLoop {
             self.refused.insert(uid.to_string());
         } else {
             self.refused.remove(uid);
+        }
+        if matches!(gang, Gang::Stopping { .. }) {
+            self.stopping.insert(uid.to_string());
+        } else {
+            self.stopping.remove(uid);
         }
         let key = match self.table.get_mut(uid) {
             Some(row) => {
@@ -214,6 +227,8 @@ impl SchedulingLoop {
     }
 
     fn adopt(&mut self, uid: &str, intent: GangIntent, record: &AdmissionRecord, now: u64) {
+        // Ids the engine freed may be handed out to stand-ins below: forget their names first.
+        self.forget_reaped();
         let request = self.request(uid, &intent);
         // A node the record names that is gone (deleted while trainyard was down) is held as a
         // removed host: its gang stays charged there, as it would have been without the restart.
@@ -228,6 +243,9 @@ impl SchedulingLoop {
                         h
                     }
                     None => {
+                        for h in stand_ins {
+                            self.drop_stand_in(h, now);
+                        }
                         self.set_gang(uid, Gang::Unplaced);
                         return;
                     }
@@ -238,7 +256,7 @@ impl SchedulingLoop {
         let id = request.id;
         let adopted = matches!(self.engine.adopt_at(request, hosts, record.at.min(now), now), Ok(Submitted::Queued));
         for h in stand_ins {
-            let _ = self.engine.remove_host(h, now);
+            self.drop_stand_in(h, now);
         }
         self.forget_reaped();
         if adopted {
@@ -254,13 +272,13 @@ impl SchedulingLoop {
         stats.ran = !cycle.admitted.is_empty() || !cycle.preempted.is_empty() || self.engine.cycle_ran();
         for p in &cycle.preempted {
             let by = self.by_id.get(&p.by).and_then(|u| self.table.get(u)).map(|t| t.key.clone()).unwrap_or_default();
-            self.hold(p.victim, Decision::Preempt { by });
+            self.hold(p.victim, Decision::Preempt { by }, now);
             stats.preempted += 1;
         }
         for lost in &cycle.requeued {
             let names: Vec<String> = lost.hosts.iter().map(|&h| self.hosts.node_of(h, &self.engine)).collect();
             let message = format!("requeued: node(s) {} under it were lost", names.join(", "));
-            self.hold(lost.gang, Decision::Requeue { reason: "NodeLost".into(), message });
+            self.hold(lost.gang, Decision::Requeue { reason: "NodeLost".into(), message }, now);
             stats.node_losses += 1;
         }
         for (id, why) in &cycle.rejected {
@@ -279,10 +297,26 @@ impl SchedulingLoop {
         }
         for r in &cycle.replaced {
             let Some(uid) = self.by_id.get(&r.gang).cloned() else { continue };
-            let Some(JobState::Admitted(_, old)) = self.table.get(&uid).map(|t| t.state.clone()) else { continue };
-            let record = moved_record(&self.engine, &old, r, self.hosts.name_of(r.lost, &self.engine));
+            let Some((state, gang)) = self.table.get(&uid).map(|t| (t.state.clone(), t.gang.clone())) else { continue };
+            let lost = self.hosts.name_of(r.lost, &self.engine);
+            let gang = match (state, gang) {
+                // Its admission is not written yet: admit it on the new hosts instead.
+                (JobState::Waiting(_), _) => {
+                    let level = self.domain_level(&uid);
+                    let record = record_of(&self.engine, level.as_deref(), &r.placement, now, self.node_slots);
+                    Gang::Running { id: r.gang, decided: Some(record), moved: false }
+                }
+                // An earlier move is not written yet: move on from it.
+                (_, Gang::Running { decided: Some(d), moved: true, .. }) => {
+                    Gang::Running { id: r.gang, decided: Some(moved_record(&self.engine, &d, r, lost)), moved: true }
+                }
+                (JobState::Admitted(_, old), _) => {
+                    Gang::Running { id: r.gang, decided: Some(moved_record(&self.engine, &old, r, lost)), moved: true }
+                }
+                _ => continue,
+            };
             stats.node_losses += 1;
-            self.set_gang(&uid, Gang::Running { id: r.gang, decided: Some(record), moved: true });
+            self.set_gang(&uid, gang);
             // Its pods on the lost host now charge that host until they are gone.
             let key = self.table[&uid].key.clone();
             self.reclassify(&key);
@@ -292,10 +326,31 @@ impl SchedulingLoop {
     /// Holds a gang the engine stopped (and queued again) out of the engine until its TrainJob
     /// shows it stopped: its pods may run until then, and admitting it again meanwhile would put a
     /// second copy beside them.
-    fn hold(&mut self, id: GangId, decision: Decision) {
+    fn hold(&mut self, id: GangId, decision: Decision, now: u64) {
         let Some(uid) = self.by_id.remove(&id) else { return };
         let _ = self.engine.cancel_pending(id);
-        self.set_gang(&uid, Gang::Stopping { decision });
+        self.set_gang(&uid, Gang::Stopping { decision, since: now });
+    }
+
+    /// A stopped gang whose TrainJob never carried its admission (it was stopped before the
+    /// record was written) has nothing to stop; once a write in flight would have landed, it is
+    /// queued again in its old place.
+    pub(super) fn release_stale_holds(&mut self, now: u64) {
+        const LANDED_S: u64 = 10;
+        let due: Vec<(String, GangIntent)> = self
+            .stopping
+            .iter()
+            .filter_map(|uid| self.table.get(uid))
+            .filter_map(|t| match (&t.state, &t.gang) {
+                (JobState::Waiting(intent), Gang::Stopping { since, .. }) if since + LANDED_S <= now => {
+                    Some((t.uid.clone(), intent.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        for (uid, intent) in due {
+            self.submit(&uid, intent);
+        }
     }
 
     /// The level whose domain becomes the pods' node selector, for a domain-mode gang.
@@ -373,6 +428,25 @@ impl SchedulingLoop {
         Some(Decision::Degraded { nodes, message: format!("lost node(s): {}", why.join("; ")) })
     }
 
+    /// After a failed cycle: waiting rows whose gang the engine started before it failed are
+    /// admitted where it started them (their admission is written like any other).
+    pub(super) fn recover_started(&mut self, now: u64) {
+        let started: Vec<(String, GangId)> = self
+            .table
+            .values()
+            .filter_map(|t| match &t.gang {
+                Gang::Pending { id, .. } if self.engine.running_placement(*id).is_some() => Some((t.uid.clone(), *id)),
+                _ => None,
+            })
+            .collect();
+        for (uid, id) in started {
+            let level = self.domain_level(&uid);
+            let Some(placement) = self.engine.running_placement(id).cloned() else { continue };
+            let record = record_of(&self.engine, level.as_deref(), &placement, now, self.node_slots);
+            self.set_gang(&uid, Gang::Running { id, decided: Some(record), moved: false });
+        }
+    }
+
     /// Waiting gangs the engine refused are looked at again (the cluster or the quotas changed).
     pub fn retry_rejected(&mut self, now: u64) {
         let refused: Vec<String> = self.refused.iter().cloned().collect();
@@ -385,14 +459,16 @@ impl SchedulingLoop {
         }
     }
 
-    /// Whether the running gang of `key` holds `host` for its pods (domain-mode gangs hold their
-    /// whole domain: kube-scheduler picks their hosts).
-    pub(super) fn accounts(&self, key: &str, host: HostId) -> bool {
-        let Some(row) = self.by_key.get(key).and_then(|u| self.table.get(u)) else { return false };
-        let Gang::Running { id, .. } = &row.gang else { return false };
+    /// How many pods of the running gang of `key` each host holds for it (`None`: it is not
+    /// running; an empty map with `true`: a domain-mode gang, whose hosts kube-scheduler picks
+    /// inside its domain, holds whatever its pods take).
+    pub(super) fn own_slots(&self, key: &str) -> Option<(std::collections::HashMap<HostId, u32>, bool)> {
+        let row = self.by_key.get(key).and_then(|u| self.table.get(u))?;
+        let Gang::Running { id, .. } = &row.gang else { return None };
         if self.domain_level(&row.uid).is_some() {
-            return true;
+            return Some((std::collections::HashMap::new(), true));
         }
-        self.engine.running_placement(*id).is_some_and(|p| p.hosts.contains(&host))
+        let placement = self.engine.running_placement(*id)?;
+        Some((placement.per_host().into_iter().collect(), false))
     }
 }

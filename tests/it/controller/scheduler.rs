@@ -160,13 +160,20 @@ fn intents_are_rendered_again_only_when_their_inputs_change() {
     use trainyard::controller::snapshot::{IntentCache, Runtimes};
     let mut job = job(TORCH_JOB);
     job.metadata.resource_version = Some("7".into());
+    job.metadata.generation = Some(1);
     let (present, absent) = (runtimes(TORCH_RUNTIME), Runtimes::default());
     let policy = policy();
     let ctx = IntentContext::new(&policy, "nvidia.com/gpu");
     let mut cache = IntentCache::default();
     assert!(cache.intent(&job, &present, &ctx, 1).is_ok());
     assert!(cache.intent(&job, &absent, &ctx, 1).is_ok(), "same job, same inputs: the cached intent");
-    assert!(cache.intent(&job, &absent, &ctx, 2).is_err(), "new inputs: looked at again");
+    // A status write changes the resource version only: still the cached intent.
     job.metadata.resource_version = Some("8".into());
-    assert!(cache.intent(&job, &present, &ctx, 2).is_ok(), "a changed job is looked at again");
+    assert!(cache.intent(&job, &absent, &ctx, 1).is_ok(), "a status write does not render again");
+    assert!(cache.intent(&job, &absent, &ctx, 2).is_err(), "new inputs: looked at again");
+    job.metadata.generation = Some(2);
+    assert!(cache.intent(&job, &present, &ctx, 2).is_ok(), "a changed spec is looked at again");
+    assert!(cache.intent(&job, &absent, &ctx, 2).is_ok(), "cached again");
+    job.metadata.labels.get_or_insert_default().insert("team".into(), "x".into());
+    assert!(cache.intent(&job, &absent, &ctx, 2).is_err(), "a changed label is looked at again");
 }

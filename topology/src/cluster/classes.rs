@@ -80,17 +80,18 @@ impl Classes {
         self.class(c).free.as_deref().unwrap_or(base)
     }
 
+    /// The class of `filter`, and whether it is new (its index may be one a released class had).
     pub(crate) fn acquire(
         &mut self,
         filter: &HostFilter,
         topo: &Topology,
         hosts: &[HostState],
         base: &[Resources],
-    ) -> HostClass {
+    ) -> Option<(HostClass, bool)> {
         if let Some(&i) = self.by_filter.get(filter) {
             let class = self.slots[usize::from(i)].as_mut().expect("indexed classes exist");
             class.holders = class.holders.saturating_add(1);
-            return HostClass(i);
+            return Some((HostClass(i), false));
         }
         let admits: Vec<bool> = (0..self.host_slots).map(|h| filter.admits(&hosts[h].attrs)).collect();
         let excluded = topo.hosts().filter(|h| hosts[h.0 as usize].usable() && !admits[h.0 as usize]).count();
@@ -99,18 +100,17 @@ impl Classes {
             class.free = Some(sums(topo, hosts, &class.admits, base.len()));
         }
         let i = match self.slots.iter().position(Option::is_none) {
-            Some(i) => {
-                self.slots[i] = Some(class);
-                i
-            }
-            None => {
-                self.slots.push(Some(class));
+            Some(i) => i,
+            None if self.slots.len() < usize::from(u16::MAX) => {
+                self.slots.push(None);
                 self.slots.len() - 1
             }
+            None => return None,
         };
-        let i = u16::try_from(i).expect("fewer than 65536 distinct host filters are in use");
+        self.slots[i] = Some(class);
+        let i = u16::try_from(i).expect("bounded above");
         self.by_filter.insert(filter.clone(), i);
-        HostClass(i)
+        Some((HostClass(i), true))
     }
 
     pub(crate) fn release(&mut self, c: HostClass) {

@@ -112,6 +112,7 @@ impl Cluster {
             && self.hosts[h.0 as usize].gone
         {
             self.modify_host(h, |s| s.gone = false);
+            self.held.remove(&h);
             self.update_host_spec(h, spec)?;
             self.structure_changed();
             return Ok(h);
@@ -216,6 +217,7 @@ impl Cluster {
         self.modify_host(host, |s| s.gone = true);
         self.structure_changed();
         if !self.hosts[host.0 as usize].used.is_zero() {
+            self.held.insert(host);
             return Ok(Removal::Held);
         }
         self.drop_host(host);
@@ -223,6 +225,7 @@ impl Cluster {
     }
 
     fn drop_host(&mut self, host: HostId) {
+        self.held.remove(&host);
         self.update_host_with(host, true, |s| *s = HostState { gone: true, ..HostState::default() });
         self.topo.remove_host(host);
     }
@@ -232,8 +235,9 @@ impl Cluster {
     pub fn reap(&mut self) -> Vec<HostId> {
         self.check_open_txns();
         let done: Vec<HostId> = self
-            .topo
-            .hosts()
+            .held
+            .iter()
+            .copied()
             .filter(|h| {
                 let s = &self.hosts[h.0 as usize];
                 s.gone && s.used.is_zero() && s.foreign.is_zero()

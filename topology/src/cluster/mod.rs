@@ -81,6 +81,8 @@ pub struct Cluster {
     generation: u64,
     /// Removed hosts that gangs held, now free of them and dropped (drained by [`Cluster::take_reaped`]).
     reaped: Vec<HostId>,
+    /// Removed hosts still held by gangs (the only ones [`Cluster::reap`] looks at).
+    held: std::collections::BTreeSet<HostId>,
 }
 
 impl Cluster {
@@ -103,6 +105,7 @@ impl Cluster {
             epoch: 0,
             generation: 0,
             reaped: Vec::new(),
+            held: std::collections::BTreeSet::new(),
         }
     }
 
@@ -288,8 +291,15 @@ impl Cluster {
     /// The eligibility class of gangs whose pods carry `filter`, registered once per distinct
     /// filter and kept while some gang holds it ([`Cluster::release_class`] gives it back).
     /// Costs O(hosts) the first time a filter is seen.
-    pub fn class_of(&mut self, filter: &HostFilter) -> HostClass {
-        self.classes.acquire(filter, &self.topo, &self.hosts, &self.free)
+    /// `None` when 65,535 distinct filters are held already.
+    pub fn class_of(&mut self, filter: &HostFilter) -> Option<HostClass> {
+        let (class, new) = self.classes.acquire(filter, &self.topo, &self.hosts, &self.free)?;
+        if new {
+            // Answers cached by request (which names the class by index) are about another filter.
+            self.generation += 1;
+            self.epoch += 1;
+        }
+        Some(class)
     }
 
     /// One holder of `class` is done with it; the class goes when the last one is.
