@@ -89,7 +89,7 @@ fn slurm_plans(n: usize, stamp: &Time) -> Result<(Phase, usize), String> {
         job.metadata.name = Some(format!("llama-{i:05}"));
         job.metadata.uid = Some(format!("uid-{i}"));
         let (intent, _) = intent_of(&job, &runtimes, &ctx);
-        let pods = intent.as_ref().map_err(|p| p.describe())?.shape.pods;
+        let pods = intent.as_ref().map_err(|p| p.describe())?.shape.pods();
         let nodes = (0..pods).map(|h| (format!("gpu-{:05}", (i * 2 + h as usize) % NODES), 1)).collect();
         let record = AdmissionRecord { nodes, domain: None, at, cost: 0, slurm: true };
         cases.push((job, intent, Decision::Admit(record)));

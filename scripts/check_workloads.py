@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks rendered workload files (the bridges goldens) against upstream schemas.
 
-Usage: "$(bash scripts/python-env.sh)" scripts/check_workloads.py GOLDEN_DIR
+Usage: "$(bash scripts/python-env.sh)" scripts/check_workloads.py GOLDEN_DIR [GOLDEN_DIR ...]
 
 Every *.jobset.yaml document must
   - be apiVersion jobset.x-k8s.io/v1alpha2, kind JobSet;
@@ -14,7 +14,8 @@ Every *.lws.yaml document must
     the LeaderWorkerSet v1 spec (required fields, known fields only, types and enums), which is
     written out below because no pinned package ships the LWS schema;
   - have its leader and worker templates valid as strict v1 PodTemplates (kubernetes-validate).
-Both kinds have their metadata checked strictly as Kubernetes ObjectMeta.
+Both kinds have their metadata checked strictly as Kubernetes ObjectMeta. A ConfigMap beside them
+(an MPI hostfile in a `trainyard render` golden) must be a strict v1 ConfigMap.
 Prints "OK: N objects", or one line per problem (file: path: message) and exits 1.
 """
 
@@ -253,14 +254,16 @@ def check_lws(doc):
 
 
 def main(argv):
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
-    root = Path(argv[1])
-    files = sorted(root.glob("*.jobset.yaml")) + sorted(root.glob("*.lws.yaml"))
-    if not files:
-        print(f"{root}: no *.jobset.yaml or *.lws.yaml files to check")
-        return 1
+    files = []
+    for root in map(Path, argv[1:]):
+        found = sorted(root.glob("*.jobset.yaml")) + sorted(root.glob("*.lws.yaml"))
+        if not found:
+            print(f"{root}: no *.jobset.yaml or *.lws.yaml files to check")
+            return 1
+        files += found
     checked, problems = 0, []
     for file in files:
         try:
@@ -275,7 +278,11 @@ def main(argv):
                 problems.append(f"{where}: not a mapping")
                 continue
             checked += 1
-            problems += [f"{where}: {show(path)}: {message}" for path, message in check(doc)]
+            if doc.get("kind") == "ConfigMap":
+                found = k8s_validate(doc, "v1 ConfigMap", lambda keys: path_of("", keys))
+            else:
+                found = check(doc)
+            problems += [f"{where}: {show(path)}: {message}" for path, message in found]
     if problems:
         print("\n".join(problems))
         print(f"FAILED: {len(problems)} problem(s) in {checked} objects")

@@ -47,10 +47,10 @@ py=$(bash scripts/python-env.sh)
 echo "$py"
 
 step "rendered JobSets and LeaderWorkerSets against the upstream schemas"
-"$py" scripts/check_workloads.py bridges/tests/golden
+"$py" scripts/check_workloads.py bridges/tests/golden tests/golden/render
 
 step "trainyard's CRDs are structural; the Kubernetes examples and fixtures obey them"
-"$py" scripts/check_examples.py charts/trainyard/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml
+"$py" scripts/check_examples.py charts/trainyard/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml tests/fixtures/render/*.yaml
 if "$py" scripts/check_examples.py charts/trainyard/crds scripts/testdata/examples/bad.yaml >/dev/null; then
   echo "check_examples.py accepted scripts/testdata/examples/bad.yaml" >&2
   exit 1

@@ -312,7 +312,7 @@ fn place_joint(
 ) -> Result<String> {
     let topo = cluster.topology().clone();
     let sets = args.pod_sets.iter().map(|s| parse_pod_set(&topo, s, args)).collect::<Result<Vec<_>>>()?;
-    let request = JointRequest { sets, constraint: LevelConstraint { slice: None, ..constraint } };
+    let request = JointRequest::new(sets, LevelConstraint { slice: None, ..constraint });
     let names: Vec<String> = request.sets.iter().map(|s| format!("{} {} x {}", s.name, s.pods, s.pod)).collect();
     text.push_str(&format!("gang: {}; {}\n", names.join(" + "), args.topology));
     let options = JointOptions { time_limit_ms: args.time_limit_ms, ..JointOptions::default() };

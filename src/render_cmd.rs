@@ -178,7 +178,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         writeln!(out, "# note: {note}")?;
     }
     if let (Some(target), Some(r)) = (&intent.slurm, &record) {
-        let gang = slurm_gang(&bridge_job, runtime, target, &intent.shape.pod, r).map_err(problem_error)?;
+        let gang = slurm_gang(&bridge_job, runtime, target, &intent.shape.largest_pod(), r).map_err(problem_error)?;
         writeln!(out, "# admitted: {} pods on {} Slurm nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
         writeln!(out, "# the gang id carries the admission time; here the TrainJob's creation time")?;
         out.push_str(&render_sbatch(&gang));

@@ -61,7 +61,7 @@ fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
                 queue: format!("q{:03}", rng.below(scale.queues as u64)),
                 priority: rng.below(3) as i32,
                 submit: 0,
-                shape: GangShape { pods, pod: Resources::gpus(gpus), topology },
+                shape: GangShape::single(pods, Resources::gpus(gpus), topology),
                 runtime_estimate: Some(runtime),
                 hosts: Default::default(),
                 order: 0,

@@ -1,6 +1,6 @@
 //! Taking back running gangs: a restarted scheduler rebuilds its engine from what it admitted before.
 
-use trainyard_topology::HostId;
+use trainyard_topology::{HostId, PlacedSet};
 
 use crate::engine::Engine;
 use crate::{Error, GangRequest, Result, Submitted};
@@ -21,24 +21,24 @@ impl Engine {
     /// (not from when the gang started).
     pub fn adopt_at(&mut self, request: GangRequest, hosts: Vec<HostId>, start: u64, now: u64) -> Result<Submitted> {
         let id = request.id;
-        if hosts.len() != request.shape.pods as usize {
-            let message = format!("{} recorded hosts for {} pods", hosts.len(), request.shape.pods);
+        if hosts.len() != request.shape.pods() as usize {
+            let message = format!("{} recorded hosts for {} pods", hosts.len(), request.shape.pods());
             return Err(Error::BadRecord { id, message });
         }
         if let Some(h) = hosts.iter().find(|h| !self.cluster.topology().is_host(**h)) {
             return Err(Error::BadRecord { id, message: format!("host #{} is not part of the cluster", h.0) });
         }
-        let pod = request.shape.pod;
+        let sets: Vec<PlacedSet> = request.shape.sets.iter().map(|s| PlacedSet { pods: s.pods, pod: s.pod }).collect();
         let submitted = self.enter(request, false)?;
         if submitted != Submitted::Queued {
             return Ok(submitted);
         }
-        let Some(placement) = self.cluster.recorded_placement(pod, hosts) else {
+        let Some(placement) = self.cluster.recorded_placement(&sets, hosts) else {
             return Err(Error::BadRecord { id, message: "no hosts recorded".to_string() });
         };
         let key = self.order_key(id);
         self.pending.remove(&key);
-        self.cluster.charge_placement(&placement, pod);
+        self.cluster.charge_placement(&placement);
         self.run(id, &placement, start);
         self.refresh_lost(id, now.max(start));
         Ok(Submitted::Queued)

@@ -10,16 +10,16 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use trainyard_topology::{HostId, Placement, PlacementRequest, Resources};
+use trainyard_topology::{Demand, HostId, Placement, Resources};
 
 use crate::engine::GangState;
 use crate::quota_tree::QueueIdx;
 use crate::{Engine, GangId, PendingReason, Result};
 
 /// A gang about to start, as the reservation checks see it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Candidate {
-    pub(crate) request: PlacementRequest,
+    pub(crate) request: Demand,
     pub(crate) queue: QueueIdx,
     pub(crate) gpus: u64,
     /// Expected end: now plus the runtime estimate.
@@ -36,32 +36,32 @@ pub(crate) struct ReservationPlan {
     slack: Vec<(HostId, Resources)>,
     /// Shapes that found no room around the reservation this cycle. Free capacity and slack
     /// only shrink within a cycle, so they will not find any later in it either.
-    refused: HashSet<PlacementRequest>,
+    refused: HashSet<Demand>,
 }
 
 impl ReservationPlan {
     /// Whether a gang of this shape running past the reservation was already refused.
-    pub(crate) fn refuses(&self, request: &PlacementRequest, end: u64) -> Option<PendingReason> {
+    pub(crate) fn refuses(&self, request: &Demand, end: u64) -> Option<PendingReason> {
         (end > self.at && self.refused.contains(request))
             .then_some(PendingReason::Reservation { holder: self.holder, at: self.at })
     }
 
-    fn allows(&self, placement: &Placement, pod: Resources) -> bool {
-        self.uses(placement, pod).all(|(i, need)| self.slack[i].1.covers(&need))
+    fn allows(&self, placement: &Placement) -> bool {
+        self.uses(placement).all(|(i, need)| self.slack[i].1.covers(&need))
     }
 
-    fn consume(&mut self, placement: &Placement, pod: Resources) {
-        let uses: Vec<(usize, Resources)> = self.uses(placement, pod).collect();
+    fn consume(&mut self, placement: &Placement) {
+        let uses: Vec<(usize, Resources)> = self.uses(placement).collect();
         for (i, need) in uses {
             self.slack[i].1 = self.slack[i].1.checked_sub(&need).unwrap_or(Resources::ZERO);
         }
     }
 
     /// `(index into slack, amount)` for every reserved host the placement touches.
-    fn uses<'a>(&'a self, placement: &Placement, pod: Resources) -> impl Iterator<Item = (usize, Resources)> + 'a {
-        placement.per_host().into_iter().filter_map(move |(h, n)| {
+    fn uses<'a>(&'a self, placement: &Placement) -> impl Iterator<Item = (usize, Resources)> + 'a {
+        placement.per_host_usage().into_iter().filter_map(move |(h, need)| {
             let i = self.slack.binary_search_by_key(&h, |&(host, _)| host).ok()?;
-            Some((i, pod.checked_mul(u64::from(n)).unwrap_or(Resources { gpus: u64::MAX, ..Resources::ZERO })))
+            Some((i, need))
         })
     }
 }
@@ -114,12 +114,17 @@ impl Engine {
         holds: &mut Holds,
     ) -> Result<Option<ReservationPlan>> {
         let head = &self.gangs[&holder];
-        let (queue, request) = (head.queue, head.placement_request);
+        let (queue, request) = (head.queue, head.demand.clone());
         let total = head.request.shape.total();
         let mut quota = self.quotas.clone();
         // Pods of the head's shape that fit host by host: a placement anywhere needs at least
-        // `pods` of them, so the (costly) placement search only runs once that many exist.
-        let mut fits = self.cluster.fit_count(&request.pod);
+        // `pods` of them, so the (costly) placement search only runs once that many exist. A
+        // gang of several pod shapes skips this bound.
+        let fit_pod = request.uniform_pod();
+        let fit_count = |cluster: &trainyard_topology::Cluster, h: HostId| {
+            fit_pod.map_or(0, |pod| cluster.host_free(h).fit_count(&pod))
+        };
+        let mut fits = fit_pod.map_or(u64::MAX, |pod| self.cluster.fit_count(&pod));
         let txn = self.cluster.begin();
         let mut found = None;
         let mut ends = self.running_by_end.iter().peekable();
@@ -127,12 +132,12 @@ impl Engine {
             let gang = &self.gangs[&id];
             if let GangState::Running { placement, .. } = &gang.state {
                 let hosts = placement.per_host();
-                let before: u64 = hosts.iter().map(|&(h, _)| self.cluster.host_free(h).fit_count(&request.pod)).sum();
-                if let Err(e) = self.cluster.release_placement(placement, gang.placement_request.pod) {
+                let before: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
+                if let Err(e) = self.cluster.release_placement(placement) {
                     self.cluster.rollback(txn);
                     return Err(e.into());
                 }
-                let after: u64 = hosts.iter().map(|&(h, _)| self.cluster.host_free(h).fit_count(&request.pod)).sum();
+                let after: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
                 fits = fits.saturating_add(after).saturating_sub(before);
             }
             quota.refund(gang.queue, gang.request.shape.total());
@@ -142,16 +147,16 @@ impl Engine {
             }
             if quota.check(queue, total).is_err()
                 || !self.cluster.total_free().covers(&total)
-                || fits < u64::from(request.pods)
+                || fits < u64::from(request.pods())
             {
                 continue;
             }
-            if let Ok(placement) = self.cluster.place(&request) {
+            if let Ok(placement) = self.cluster.place_demand(&request) {
                 let hosts = placement.per_host();
-                let slack = hosts
-                    .iter()
-                    .map(|&(h, n)| {
-                        let reserved = request.pod.checked_mul(u64::from(n)).unwrap_or(Resources::ZERO);
+                let slack = placement
+                    .per_host_usage()
+                    .into_iter()
+                    .map(|(h, reserved)| {
                         (h, self.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO))
                     })
                     .collect();
@@ -174,7 +179,7 @@ impl Engine {
         reservation: Option<&mut ReservationPlan>,
         holds: &mut Holds,
     ) -> std::result::Result<Placement, PendingReason> {
-        let Candidate { request, queue, gpus, end } = *candidate;
+        let Candidate { ref request, queue, gpus, end } = *candidate;
         if let Some(hold) = holds.by_queue.get(&queue)
             && end > hold.at
             && hold.slack_gpus < gpus
@@ -185,14 +190,14 @@ impl Engine {
         if let Some(res) = reservation
             && end > res.at
         {
-            if !res.allows(&placement, request.pod) {
-                let Some(around) = self.place_around(&request, res) else {
-                    res.refused.insert(request);
+            if !res.allows(&placement) {
+                let Some(around) = self.place_around(request, res) else {
+                    res.refused.insert(request.clone());
                     return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
                 };
                 placement = around;
             }
-            res.consume(&placement, request.pod);
+            res.consume(&placement);
         }
         if let Some(hold) = holds.by_queue.get_mut(&queue)
             && end > hold.at
@@ -203,7 +208,7 @@ impl Engine {
     }
 
     /// Places a gang with every reserved host shrunk to its slack.
-    fn place_around(&mut self, request: &PlacementRequest, res: &ReservationPlan) -> Option<Placement> {
+    fn place_around(&mut self, request: &Demand, res: &ReservationPlan) -> Option<Placement> {
         let txn = self.cluster.begin();
         for &(host, slack) in &res.slack {
             let free = self.cluster.host_free(host);
@@ -213,7 +218,7 @@ impl Engine {
                 return None;
             }
         }
-        let placement = self.cluster.place(request).ok();
+        let placement = self.cluster.place_demand(request).ok();
         self.cluster.rollback(txn);
         placement
     }

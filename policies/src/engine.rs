@@ -10,7 +10,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
-use trainyard_topology::{Cluster, GangShape, HostId, Placement, PlacementFailure, PlacementRequest, Resources};
+use trainyard_topology::{Cluster, Demand, GangShape, HostId, Placement, PlacementFailure, Resources};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::lifecycle::LifecycleRules;
@@ -113,7 +113,8 @@ pub struct Replacement {
 pub(crate) struct GangRecord {
     pub(crate) request: GangRequest,
     pub(crate) queue: QueueIdx,
-    pub(crate) placement_request: PlacementRequest,
+    /// What it asks of the cluster, resolved against the cluster's levels.
+    pub(crate) demand: Demand,
     pub(crate) gpus: u64,
     pub(crate) estimate: u64,
     pub(crate) state: GangState,
@@ -147,7 +148,7 @@ pub struct FairSharing {
 type SizeKey = (u64, Resources, Reverse<i32>, u64, GangId);
 
 pub(crate) fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
-    (request.shape.total().gpus, request.shape.pod, Reverse(request.priority), request.submit, id)
+    (request.shape.total().gpus, request.shape.largest_pod(), Reverse(request.priority), request.submit, id)
 }
 
 /// Pending order: higher priority first, then earlier submission, then the caller's tie-breaker,
@@ -182,12 +183,12 @@ pub struct Engine {
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
     pub(crate) fair: Option<FairSharing>,
-    pub(crate) never_fits: HashMap<PlacementRequest, Option<PlacementFailure>>,
+    pub(crate) never_fits: HashMap<Demand, Option<PlacementFailure>>,
     /// The cluster generation `never_fits` was computed for.
     pub(crate) never_fits_generation: u64,
     /// Placement failures by request with the free-capacity epoch they were found at: valid
     /// while nothing was freed since (free capacity only shrank), so they are not searched again.
-    pub(crate) failed_at: HashMap<PlacementRequest, (u64, PlacementFailure)>,
+    pub(crate) failed_at: HashMap<Demand, (u64, PlacementFailure)>,
     pub(crate) arrivals: u64,
     pub(crate) cycle: u64,
     last_now: u64,
@@ -208,7 +209,7 @@ pub struct Engine {
     /// Running gangs with lost hosts, each with when it was lost.
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
     /// Pending gangs by what they ask of the cluster (looked up by request only).
-    pub(crate) pending_by_request: HashMap<PlacementRequest, BTreeSet<GangId>>,
+    pub(crate) pending_by_request: HashMap<Demand, BTreeSet<GangId>>,
     /// The cluster generation pending gangs were last checked against the empty cluster for.
     pruned_generation: u64,
 }
@@ -398,7 +399,7 @@ impl Engine {
         self.cycle += 1;
         let blanket_before = self.blanket.take();
         let mode = self.config.backfill;
-        let mut failed_shapes: HashMap<PlacementRequest, PlacementFailure> = HashMap::new();
+        let mut failed_shapes: HashMap<Demand, PlacementFailure> = HashMap::new();
         let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
         let mut reservation: Option<ReservationPlan> = None;
         let mut holds = Holds::default();
@@ -461,7 +462,7 @@ impl Engine {
                 self.set_status(id, reason, reserved_at);
                 continue;
             }
-            let request = gang.placement_request;
+            let request = gang.demand.clone();
             let end = now.saturating_add(gang.estimate);
             if let Some(reason) = reservation.as_ref().and_then(|r| r.refuses(&request, end)) {
                 self.set_status(id, reason, None);
@@ -475,10 +476,10 @@ impl Engine {
                 // Still true (nothing was freed since), but the free amount may have shrunk.
                 Some(PlacementFailure::Capacity { requested, .. }) => Err(PlacementFailure::Capacity {
                     requested: *requested,
-                    free: self.cluster.free_for(request.hosts, trainyard_topology::DomainId::ROOT),
+                    free: self.cluster.free_for(request.hosts(), trainyard_topology::DomainId::ROOT),
                 }),
                 Some(failure) => Err(failure.clone()),
-                None => self.cluster.place(&request),
+                None => self.cluster.place_demand(&request),
             };
             let placement = match placed {
                 Ok(p) => p,
@@ -490,7 +491,7 @@ impl Engine {
                     {
                         continue;
                     }
-                    failed_shapes.insert(request, failure.clone());
+                    failed_shapes.insert(request.clone(), failure.clone());
                     self.failed_at.insert(request, (self.cluster.epoch(), failure.clone()));
                     let mut reserved_at = None;
                     match mode {
@@ -555,7 +556,7 @@ impl Engine {
     /// Takes out the pending gangs that the cluster as it stands cannot hold even empty: one
     /// look per distinct request, so the cost follows the kinds of gangs waiting, not their number.
     fn prune_never_fits(&mut self) -> Result<Vec<(GangId, crate::Unschedulable)>> {
-        let requests: Vec<PlacementRequest> = self.pending_by_request.keys().copied().collect();
+        let requests: Vec<Demand> = self.pending_by_request.keys().cloned().collect();
         let mut out: BTreeMap<GangId, crate::Unschedulable> = BTreeMap::new();
         for request in requests {
             if let Some(failure) = self.never_fits(&request) {

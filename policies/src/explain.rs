@@ -101,7 +101,7 @@ impl Engine {
     pub fn explain(&self, id: GangId) -> Option<Explanation> {
         let status = self.pending_status(id)?;
         let gang = &self.gangs[&id];
-        let request = gang.placement_request;
+        let request = gang.demand.clone();
         let mut counterfactuals = Vec::new();
         match &status.reason {
             PendingReason::Quota { queue, requested_gpus, available_gpus, .. } => {
@@ -112,20 +112,20 @@ impl Engine {
                 let pods_short = u64::from(*pods).saturating_sub(*best_domain_fit);
                 let topo = self.cluster.topology();
                 let host_gpus = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(1).max(1);
-                let hosts_short = (pods_short * request.pod.gpus).div_ceil(host_gpus).max(1);
+                let hosts_short = (pods_short * gang.request.shape.largest_pod().gpus).div_ceil(host_gpus).max(1);
                 counterfactuals.push(Counterfactual::MoreHosts { level: level.clone(), pods_short, hosts_short });
             }
             _ => {}
         }
         let mut cluster = self.cluster.clone();
-        if cluster.place(&request).is_err() {
+        if cluster.place_demand(&request).is_err() {
             let running: Vec<(u64, GangId)> = self.running_by_end.iter().copied().collect();
             let txn = cluster.begin();
             for (i, &(end, other)) in running.iter().enumerate() {
                 let g = &self.gangs[&other];
                 if let GangState::Running { placement, .. } = &g.state
-                    && cluster.release_placement(placement, g.placement_request.pod).is_ok()
-                    && cluster.place(&request).is_ok()
+                    && cluster.release_placement(placement).is_ok()
+                    && cluster.place_demand(&request).is_ok()
                 {
                     counterfactuals.push(Counterfactual::WaitingFor { at: end, last: other, gangs: i + 1 });
                     break;
@@ -141,7 +141,6 @@ impl Engine {
                         queue: self.gangs[&other].queue,
                         total: self.gangs[&other].request.shape.total(),
                         placement: placement.clone(),
-                        pod: self.gangs[&other].placement_request.pod,
                         priority: self.gangs[&other].request.priority,
                         lost_work: 0,
                     }),

@@ -4,7 +4,7 @@
 
 use std::cmp::Reverse;
 
-use trainyard_topology::{HostId, Placement, PlacementRequest};
+use trainyard_topology::{Demand, HostId, Placement};
 
 use crate::engine::{GangRecord, GangState, OrderKey, size_key};
 use crate::{Engine, Error, GangId, GangRequest, PendingReason, PendingStatus, Result, Submitted, Unschedulable};
@@ -22,11 +22,17 @@ impl Engine {
             return Err(Error::DuplicateGang(request.id));
         }
         let shape = &request.shape;
-        if shape.pods == 0 || shape.pod.is_zero() {
+        if shape.pods() == 0 || shape.sets.iter().any(|s| s.pods == 0 || s.pod.is_zero()) {
             return Ok(Submitted::Unschedulable(Unschedulable::EmptyGang));
         }
-        let constraint = match self.cluster.topology().resolve(&shape.topology) {
-            Ok(c) => c,
+        if let Err(e) = shape.validate() {
+            return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape { set: e.set, message: e.message }));
+        }
+        // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
+        // node has matches no host, so such gangs are reported as never fitting.
+        let flavor = self.flavor_of.get(&request.queue).copied();
+        let demand = match self.cluster.topology().demand(shape, flavor, trainyard_topology::HostClass::DEFAULT) {
+            Ok(d) => d,
             Err(trainyard_topology::Error::UnknownLevel { level, known }) => {
                 return Ok(Submitted::Unschedulable(Unschedulable::UnknownLevel { level, known }));
             }
@@ -44,12 +50,9 @@ impl Engine {
                 nominal_gpus: ceiling.gpus,
             }));
         }
-        // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
-        // node has matches no host, so such gangs are reported as never fitting.
-        let flavor = self.flavor_of.get(&request.queue).copied();
         let hosts = self.cluster.class_of(&request.hosts).ok_or(Error::TooManyHostFilters(request.id))?;
-        let placement_request = PlacementRequest { pods: shape.pods, pod: shape.pod, constraint, flavor, hosts };
-        if let Some(failure) = self.never_fits(&placement_request).filter(|_| fit) {
+        let demand = demand.with_hosts(hosts);
+        if let Some(failure) = self.never_fits(&demand).filter(|_| fit) {
             self.cluster.release_class(hosts);
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
@@ -65,13 +68,13 @@ impl Engine {
         }
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         let id = request.id;
-        self.pending_by_request.entry(placement_request).or_default().insert(id);
+        self.pending_by_request.entry(demand.clone()).or_default().insert(id);
         self.gangs.insert(
             id,
             GangRecord {
                 request,
                 queue,
-                placement_request,
+                demand,
                 gpus,
                 estimate,
                 state: GangState::Pending { status, cycle: self.cycle },
@@ -89,14 +92,19 @@ impl Engine {
 
     /// Whether a placement request cannot fit even the empty cluster as it stands (cached until
     /// the cluster's structure changes).
-    pub(crate) fn never_fits(&mut self, request: &PlacementRequest) -> Option<trainyard_topology::PlacementFailure> {
+    pub(crate) fn never_fits(&mut self, request: &Demand) -> Option<trainyard_topology::PlacementFailure> {
         let generation = self.cluster.generation();
         if self.never_fits_generation != generation {
             self.never_fits.clear();
             self.never_fits_generation = generation;
         }
         let cluster = &mut self.cluster;
-        self.never_fits.entry(*request).or_insert_with(|| cluster.place_on_empty(request).err()).clone()
+        if let Some(known) = self.never_fits.get(request) {
+            return known.clone();
+        }
+        let answer = cluster.place_demand_on_empty(request).err();
+        self.never_fits.insert(request.clone(), answer.clone());
+        answer
     }
 
     /// Why a pending gang is waiting; `None` if it is not pending.
@@ -123,7 +131,7 @@ impl Engine {
         let placement = placement.clone();
         self.stop_running(id, &placement)?;
         let gang = self.gangs.remove(&id).expect("checked above");
-        self.cluster.release_class(gang.placement_request.hosts);
+        self.cluster.release_class(gang.demand.hosts());
         self.cluster.reap();
         self.dirty = true;
         Ok(())
@@ -139,7 +147,7 @@ impl Engine {
         self.pending.remove(&key);
         self.leave_pending(id);
         let gang = self.gangs.remove(&id).expect("checked above");
-        self.cluster.release_class(gang.placement_request.hosts);
+        self.cluster.release_class(gang.demand.hosts());
         self.dirty = true;
         Ok(())
     }
@@ -159,11 +167,10 @@ impl Engine {
             self.pending_by_size.remove(&size_key(id, &gang.request));
         }
         self.backoffs.remove(&(gang.not_before, id));
-        let request = gang.placement_request;
-        if let Some(set) = self.pending_by_request.get_mut(&request) {
+        if let Some(set) = self.pending_by_request.get_mut(&gang.demand) {
             set.remove(&id);
             if set.is_empty() {
-                self.pending_by_request.remove(&request);
+                self.pending_by_request.remove(&gang.demand);
             }
         }
     }
@@ -172,10 +179,9 @@ impl Engine {
     /// caller decides what becomes of it.
     fn stop_running(&mut self, id: GangId, placement: &Placement) -> Result<()> {
         let gang = &self.gangs[&id];
-        let (pod, queue, total, priority) =
-            (gang.placement_request.pod, gang.queue, gang.request.shape.total(), gang.request.priority);
+        let (queue, total, priority) = (gang.queue, gang.request.shape.total(), gang.request.priority);
         let GangState::Running { expected_end, .. } = gang.state else { return Err(Error::NotRunning(id)) };
-        self.cluster.release_placement(placement, pod)?;
+        self.cluster.release_placement(placement)?;
         self.quotas.refund(queue, total);
         self.running_by_end.remove(&(expected_end, id));
         if let Some(set) = self.running_by_queue.get_mut(&queue) {
@@ -201,7 +207,7 @@ impl Engine {
         let key = self.order_key(id);
         self.pending.insert(key, id);
         let gang = &self.gangs[&id];
-        self.pending_by_request.entry(gang.placement_request).or_default().insert(id);
+        self.pending_by_request.entry(gang.demand.clone()).or_default().insert(id);
         if gang.gpus == 0 {
             self.pending_without_gpus += 1;
         } else {
@@ -246,8 +252,10 @@ impl Engine {
     }
 
     pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        self.cluster.allocate_placement(placement, gang.placement_request.pod)?;
+        if !self.gangs.contains_key(&id) {
+            return Err(Error::UnknownGang(id));
+        }
+        self.cluster.allocate_placement(placement)?;
         self.run(id, placement, now);
         self.refresh_lost(id, now);
         Ok(())

@@ -132,8 +132,8 @@ impl Engine {
         self.pending_by_request.clear();
         for (id, gang) in self.gangs.iter_mut() {
             if matches!(gang.state, GangState::Pending { .. }) {
-                gang.placement_request.flavor = self.flavor_of.get(&gang.request.queue).copied();
-                self.pending_by_request.entry(gang.placement_request).or_default().insert(*id);
+                gang.demand = gang.demand.with_flavor(self.flavor_of.get(&gang.request.queue).copied());
+                self.pending_by_request.entry(gang.demand.clone()).or_default().insert(*id);
             }
         }
     }

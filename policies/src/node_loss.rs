@@ -5,7 +5,7 @@
 //! it carries a `NoExecute` taint the gang does not tolerate (its pods are being evicted). The
 //! gang keeps the host charged either way until it ends, is requeued, or moves off it.
 
-use trainyard_topology::{HostId, PlacementFailure, PlacementRequest};
+use trainyard_topology::{HostId, PlacementFailure};
 
 use crate::engine::{Cycle, GangState, NodeLoss, Replacement};
 use crate::{Engine, GangId, NodeLossAction, PendingReason, Result};
@@ -26,7 +26,7 @@ impl Engine {
         if !self.cluster.topology().is_host(host) || !self.cluster.usable(host) {
             return true;
         }
-        let class = self.gangs[&id].placement_request.hosts;
+        let class = self.gangs[&id].demand.hosts();
         let filter = self.cluster.class_filter(class);
         self.cluster.host_attrs(host).is_some_and(|attrs| filter.evicted_from(attrs).is_some())
     }
@@ -126,45 +126,60 @@ impl Engine {
     }
 
     /// Moves the pods of each lost host to free hosts inside the gang's required domain (the
-    /// smallest domain holding the gang first). All or nothing: `false` leaves the gang as it was.
+    /// smallest domain holding the gang first), each pod set's pods with their own shape. All or
+    /// nothing: `false` leaves the gang as it was.
     fn replace_hosts(&mut self, id: GangId, lost: &[HostId], now: u64, cycle: &mut Cycle) -> Result<bool> {
         let gang = &self.gangs[&id];
         let GangState::Running { placement, .. } = &gang.state else { return Ok(false) };
-        let (mut placement, request) = (placement.clone(), gang.placement_request);
+        let (mut placement, demand) = (placement.clone(), gang.demand.clone());
         let topo = self.cluster.topology();
-        let top = topo.ancestor_at(placement.domain, request.constraint.top_depth.min(placement.depth));
+        let top = topo.ancestor_at(placement.domain, demand.constraint().top_depth.min(placement.depth));
         let txn = self.cluster.begin();
-        let mut moves = Vec::new();
+        // (lost host, set, new hosts of that set's pods there, in pod order)
+        let mut moves: Vec<(HostId, usize, Vec<HostId>)> = Vec::new();
         for &host in lost {
-            let pods = placement.hosts.iter().filter(|&&h| h == host).count() as u32;
-            let single = PlacementRequest {
-                pods,
-                constraint: trainyard_topology::LevelConstraint { slice: None, ..request.constraint },
-                ..request
-            };
-            let found: std::result::Result<_, PlacementFailure> = self.cluster.place_within(&single, top);
-            let Ok(found) = found else {
-                self.cluster.rollback(txn);
-                return Ok(false);
-            };
-            if self.cluster.allocate_placement(&found, request.pod).is_err() {
-                self.cluster.rollback(txn);
-                return Ok(false);
+            for k in 0..placement.sets.len() {
+                let pods = placement.set_hosts(k).iter().filter(|&&h| h == host).count() as u32;
+                if pods == 0 {
+                    continue;
+                }
+                let Some(single) = demand.set_request(k, pods) else {
+                    self.cluster.rollback(txn);
+                    return Ok(false);
+                };
+                let found: std::result::Result<_, PlacementFailure> = self.cluster.place_within(&single, top);
+                let Ok(found) = found else {
+                    self.cluster.rollback(txn);
+                    return Ok(false);
+                };
+                if self.cluster.allocate_placement(&found).is_err() {
+                    self.cluster.rollback(txn);
+                    return Ok(false);
+                }
+                moves.push((host, k, found.hosts));
             }
-            moves.push((host, found.hosts));
         }
         self.cluster.commit(txn);
         // The new hosts are charged; now the lost ones are released and the placement rewritten.
-        for (host, with) in moves {
-            let pods = with.len() as u64;
-            let amount = request.pod.checked_mul(pods).unwrap_or(request.pod);
+        let mut by_host: Vec<(HostId, Vec<HostId>)> = Vec::new();
+        for (host, k, with) in moves {
+            let pod = placement.sets[k].pod;
+            let amount = pod.checked_mul(with.len() as u64).unwrap_or(pod);
             self.cluster.release(host, amount)?;
-            let mut fresh = with.clone().into_iter();
-            for h in placement.hosts.iter_mut().filter(|h| **h == host) {
+            let start: usize = placement.sets[..k].iter().map(|s| s.pods as usize).sum();
+            let len = placement.sets[k].pods as usize;
+            let mut fresh = with.iter().copied();
+            for h in placement.hosts[start..start + len].iter_mut().filter(|h| **h == host) {
                 *h = fresh.next().expect("as many new hosts as pods moved");
             }
+            match by_host.last_mut() {
+                Some((last, all)) if *last == host => all.extend(with),
+                _ => by_host.push((host, with)),
+            }
+        }
+        for (host, with) in by_host {
             let hosts = std::mem::take(&mut placement.hosts);
-            placement = self.cluster.recorded_placement(request.pod, hosts).expect("a gang has pods");
+            placement = self.cluster.recorded_placement(&placement.sets, hosts).expect("a gang has pods");
             self.move_running(id, host, &placement);
             cycle.replaced.push(Replacement { gang: id, lost: host, with, placement: placement.clone() });
         }

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use trainyard_topology::{Cluster, DomainId, Placement, PlacementPolicy, PlacementRequest, Resources};
+use trainyard_topology::{Cluster, Demand, DomainId, Placement, PlacementPolicy, Resources};
 
 use crate::GangId;
 use crate::quota_tree::QueueIdx;
@@ -35,10 +35,8 @@ pub(crate) struct Candidate {
     pub(crate) queue: QueueIdx,
     /// Everything it holds.
     pub(crate) total: Resources,
-    /// Where it runs.
+    /// Where it runs (with the shape of each of its pods).
     pub(crate) placement: Placement,
-    /// Resources of each of its pods.
-    pub(crate) pod: Resources,
     /// Its priority.
     pub(crate) priority: i32,
     /// Work lost if it is preempted now, GPU-seconds.
@@ -60,8 +58,8 @@ pub(crate) struct VictimSet {
 
 /// The depths whose domains are searched, in turn: the preferred level (when below the
 /// required one), then the required level or the whole cluster.
-fn search_depths(request: &PlacementRequest) -> Vec<u8> {
-    let c = request.constraint;
+fn search_depths(request: &Demand) -> Vec<u8> {
+    let c = request.constraint();
     match c.preferred_depth {
         Some(p) if p > c.top_depth => vec![p, c.top_depth],
         _ => vec![c.top_depth],
@@ -75,7 +73,7 @@ pub(crate) type QuotaCheck<'a> = &'a dyn Fn(&[&Candidate]) -> bool;
 /// `None` when no preemptible set does.
 pub(crate) fn choose_victims(
     cluster: &mut Cluster,
-    request: &PlacementRequest,
+    request: &Demand,
     candidates: &[Candidate],
     quota_ok: QuotaCheck<'_>,
 ) -> Option<VictimSet> {
@@ -88,7 +86,7 @@ pub(crate) fn choose_victims(
 /// [`choose_victims`] with victims and preemptor inside one domain of `depth`.
 fn choose_at(
     cluster: &mut Cluster,
-    request: &PlacementRequest,
+    request: &Demand,
     candidates: &[Candidate],
     quota_ok: QuotaCheck<'_>,
     depth: u8,
@@ -115,10 +113,8 @@ fn choose_at(
     let mut best: Option<VictimSet> = None;
     for (domain, inside) in domains {
         // Cheap bound: even every preemptible gang here plus the free capacity is too little.
-        let reclaimable = inside.iter().fold(cluster.free(domain), |acc, c| {
-            let freed = c.pod.checked_mul(c.placement.hosts.len() as u64).unwrap_or(Resources::ZERO);
-            acc.checked_add(&freed).unwrap_or(acc)
-        });
+        let reclaimable =
+            inside.iter().fold(cluster.free(domain), |acc, c| acc.checked_add(&c.placement.total()).unwrap_or(acc));
         if !reclaimable.covers(&need) {
             continue;
         }
@@ -135,7 +131,7 @@ fn choose_at(
 /// every victim the fit does not need (for small sets; a large one is kept as found).
 fn victims_in(
     cluster: &mut Cluster,
-    request: &PlacementRequest,
+    request: &Demand,
     domain: DomainId,
     inside: &[&Candidate],
     quota_ok: QuotaCheck<'_>,
@@ -145,7 +141,7 @@ fn victims_in(
     let mut taken: Vec<&Candidate> = Vec::new();
     let mut found = false;
     for c in inside.iter().take(MAX_CANDIDATES) {
-        if cluster.release_placement(&c.placement, c.pod).is_err() {
+        if cluster.release_placement(&c.placement).is_err() {
             break;
         }
         taken.push(c);
@@ -176,7 +172,7 @@ fn victims_in(
             let depth = topo.depth(domain);
             p.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
         };
-        c.place(request).ok().filter(inside_domain).or_else(|| fits_in(c, request, domain))
+        c.place_demand(request).ok().filter(inside_domain).or_else(|| fits_in(c, request, domain))
     })?;
     let cost = (
         taken.iter().map(|c| c.priority).max().unwrap_or(i32::MIN),
@@ -193,7 +189,7 @@ fn with_released<T>(
     f: impl FnOnce(&mut Cluster) -> Option<T>,
 ) -> Option<T> {
     let txn = cluster.begin();
-    let ok = victims.iter().all(|c| cluster.release_placement(&c.placement, c.pod).is_ok());
+    let ok = victims.iter().all(|c| cluster.release_placement(&c.placement).is_ok());
     let out = if ok { f(cluster) } else { None };
     cluster.rollback(txn);
     out
@@ -201,8 +197,8 @@ fn with_released<T>(
 
 /// A placement of the gang inside `domain` if it now fits there (greedy: fast, and complete
 /// for whether it fits).
-fn fits_in(cluster: &mut Cluster, request: &PlacementRequest, domain: DomainId) -> Option<Placement> {
-    let placement = cluster.place_with(PlacementPolicy::Greedy, request).ok()?;
+fn fits_in(cluster: &mut Cluster, request: &Demand, domain: DomainId) -> Option<Placement> {
+    let placement = cluster.place_demand_with(PlacementPolicy::Greedy, request).ok()?;
     let topo = cluster.topology();
     let depth = topo.depth(domain);
     placement.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain).then_some(placement)

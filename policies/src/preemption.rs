@@ -57,7 +57,7 @@ impl Engine {
         }
         let gang = &self.gangs[&id];
         let (queue, priority, request, barred) =
-            (gang.queue, gang.request.priority, gang.placement_request, gang.preempted_by);
+            (gang.queue, gang.request.priority, gang.demand.clone(), gang.preempted_by);
         let total = gang.request.shape.total();
         let mut victims: Vec<(i32, GangId)> = Vec::new();
         if rules.within_queue
@@ -83,7 +83,6 @@ impl Engine {
                         queue: v.queue,
                         total: v.request.shape.total(),
                         placement: placement.clone(),
-                        pod: v.placement_request.pod,
                         priority: p,
                         lost_work: rules.lost(now - start) * v.gpus,
                     }),

@@ -181,12 +181,22 @@ pub enum Unschedulable {
     },
     /// Even the empty cluster cannot hold the gang.
     NeverFits(PendingReason),
+    /// The gang's pod sets cannot be scheduled as written (two with one name, a slice size that
+    /// does not divide its set).
+    InvalidShape {
+        /// The pod set at fault, when one is.
+        set: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl fmt::Display for Unschedulable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Unschedulable::EmptyGang => f.write_str("the gang has no pods or its pods ask for no resources"),
+            Unschedulable::InvalidShape { set: Some(set), message } => write!(f, "pod set `{set}`: {message}"),
+            Unschedulable::InvalidShape { set: None, message } => f.write_str(message),
             Unschedulable::UnknownLevel { level, known } => {
                 write!(f, "topology level `{level}` does not exist; the cluster has {known}")
             }

@@ -24,7 +24,7 @@ fn gang(id: u64, queue: &str, submit: u64, pods: u32, gpus: u64, estimate: u64) 
         queue: queue.into(),
         priority: 0,
         submit,
-        shape: GangShape { pods, pod: Resources::gpus(gpus), topology: TopologyRequest::Unconstrained },
+        shape: GangShape::single(pods, Resources::gpus(gpus), TopologyRequest::Unconstrained),
         runtime_estimate: Some(estimate),
         hosts: Default::default(),
         order: 0,
@@ -201,16 +201,16 @@ fn smallest_pending_gpu_gang_skips_cpu_gangs_and_breaks_ties_by_pod_then_order()
     e.submit(gang(2, "a", 2, 4, 2, 100)).unwrap();
     e.submit(gang(3, "a", 3, 4, 2, 100)).unwrap();
     let mut cpu = gang(4, "a", 4, 1, 0, 100);
-    cpu.shape.pod = Resources { gpus: 0, cpu_milli: 1000, memory_mib: 0 };
+    cpu.shape.sets[0].pod = Resources { gpus: 0, cpu_milli: 1000, memory_mib: 0 };
     assert_eq!(e.submit(cpu).unwrap(), Submitted::Queued);
-    assert_eq!(e.smallest_pending_gpu_gang().map(|s| (s.pods, s.pod.gpus)), Some((4, 2)));
+    assert_eq!(e.smallest_pending_gpu_gang().map(|s| (s.pods(), s.largest_pod().gpus)), Some((4, 2)));
     // Gang 0 takes every GPU; strict FIFO keeps the rest (even the CPU gang) pending.
     assert_eq!(admitted(&mut e, 5), vec![0]);
     let smallest = e.smallest_pending_gpu_gang().unwrap();
-    assert_eq!((smallest.pods, smallest.pod), (4, Resources::gpus(2)));
+    assert_eq!((smallest.pods(), smallest.largest_pod()), (4, Resources::gpus(2)));
     e.cancel_pending(GangId(2)).unwrap();
     e.cancel_pending(GangId(3)).unwrap();
-    assert_eq!(e.smallest_pending_gpu_gang().map(|s| (s.pods, s.pod.gpus)), Some((2, 4)));
+    assert_eq!(e.smallest_pending_gpu_gang().map(|s| (s.pods(), s.largest_pod().gpus)), Some((2, 4)));
     e.cancel_pending(GangId(1)).unwrap();
     assert_eq!(e.smallest_pending_gpu_gang(), None, "only the CPU gang is left");
 }

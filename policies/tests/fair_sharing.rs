@@ -21,7 +21,7 @@ fn gang(id: u64, queue: &str, submit: u64) -> GangRequest {
         queue: queue.into(),
         priority: 0,
         submit,
-        shape: GangShape { pods: 1, pod: Resources::gpus(8), topology: TopologyRequest::Unconstrained },
+        shape: GangShape::single(1, Resources::gpus(8), TopologyRequest::Unconstrained),
         runtime_estimate: Some(100),
         hosts: Default::default(),
         order: 0,

@@ -21,7 +21,7 @@ fn gang(id: u64, submit: u64, pods: u32, estimate: u64) -> GangRequest {
         queue: "q".into(),
         priority: 0,
         submit,
-        shape: GangShape { pods, pod: Resources::gpus(8), topology: TopologyRequest::Unconstrained },
+        shape: GangShape::single(pods, Resources::gpus(8), TopologyRequest::Unconstrained),
         runtime_estimate: Some(estimate),
         hosts: Default::default(),
         order: 0,

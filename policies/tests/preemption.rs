@@ -24,7 +24,7 @@ fn gang(id: u64, priority: i32, submit: u64, pods: u32, gpus: u64, topology: &st
         queue: "team".into(),
         priority,
         submit,
-        shape: GangShape { pods, pod: Resources::gpus(gpus), topology: topology.parse().unwrap() },
+        shape: GangShape::single(pods, Resources::gpus(gpus), topology.parse().unwrap()),
         runtime_estimate: Some(1000),
         hosts: Default::default(),
         order: 0,

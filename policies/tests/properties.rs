@@ -36,7 +36,7 @@ fn arb_jobs() -> impl Strategy<Value = Vec<Job>> {
                             queue: ["a", "b", "c"][queue].into(),
                             priority,
                             submit,
-                            shape: GangShape { pods, pod: Resources::gpus(gpus), topology },
+                            shape: GangShape::single(pods, Resources::gpus(gpus), topology),
                             runtime_estimate: Some(runtime),
                             hosts: Default::default(),
                             order: 0,
@@ -99,7 +99,7 @@ fn run(cluster_yaml: &str, policy: &PolicyConfig, jobs: &[Job]) -> Result<Schedu
         for a in &cycle.admitted {
             let job = &jobs[a.id.0 as usize];
             // No gang is ever partly placed.
-            prop_assert_eq!(a.placement.hosts.len(), job.request.shape.pods as usize);
+            prop_assert_eq!(a.placement.hosts.len(), job.request.shape.pods() as usize);
             starts.insert(a.id.0, Some(now));
             ends.insert((now + job.runtime, a.id.0), ());
         }
@@ -112,7 +112,7 @@ fn run(cluster_yaml: &str, policy: &PolicyConfig, jobs: &[Job]) -> Result<Schedu
         for (id, placement, _) in engine.running() {
             let job = &jobs[id.0 as usize];
             for h in &placement.hosts {
-                used[h.0 as usize] += job.request.shape.pod.gpus;
+                used[h.0 as usize] += job.request.shape.sets[0].pod.gpus;
             }
             *queue_used.entry(job.request.queue.clone()).or_default() += job.request.shape.total().gpus;
         }
@@ -214,7 +214,7 @@ proptest! {
             }
             for a in &cycle.admitted {
                 let job = &jobs[a.id.0 as usize];
-                prop_assert_eq!(a.placement.hosts.len(), job.request.shape.pods as usize);
+                prop_assert_eq!(a.placement.hosts.len(), job.request.shape.pods() as usize);
                 ends.insert((now + job.runtime, a.id.0), ());
             }
             let tree = engine.quotas();
@@ -225,7 +225,7 @@ proptest! {
             let mut used = vec![0u64; capacity.len()];
             for (id, placement, _) in engine.running() {
                 for h in &placement.hosts {
-                    used[h.0 as usize] += jobs[id.0 as usize].request.shape.pod.gpus;
+                    used[h.0 as usize] += jobs[id.0 as usize].request.shape.sets[0].pod.gpus;
                 }
             }
             for (h, (&u, &cap)) in used.iter().zip(&capacity).enumerate() {

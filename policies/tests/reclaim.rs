@@ -23,7 +23,7 @@ fn gang(id: u64, queue: &str, submit: u64, pods: u32, gpus: u64, topology: &str)
         queue: queue.into(),
         priority: 0,
         submit,
-        shape: GangShape { pods, pod: Resources::gpus(gpus), topology: topology.parse().unwrap() },
+        shape: GangShape::single(pods, Resources::gpus(gpus), topology.parse().unwrap()),
         runtime_estimate: Some(3600),
         hosts: Default::default(),
         order: 0,

@@ -43,7 +43,7 @@ impl Sample {
                 continue;
             }
             if topo.as_host(d).is_some() {
-                if free.fit_count(&gang.pod) == 0 {
+                if free.fit_count(&gang.largest_pod()) == 0 {
                     fragmented_gpus += free.gpus;
                 }
             } else {
@@ -227,7 +227,7 @@ mod tests {
     }
 
     fn shape(pods: u32, pod: Resources) -> GangShape {
-        GangShape { pods, pod, topology: TopologyRequest::Unconstrained }
+        GangShape::single(pods, pod, TopologyRequest::Unconstrained)
     }
 
     fn sample(fragmented: u64, free: u64, smallest: Option<u64>) -> Sample {

@@ -44,7 +44,7 @@ impl TraceJob {
             runtime_estimate: None,
             tenant,
             priority: 0,
-            gang: GangShape { pods, pod, topology: trainyard_topology::TopologyRequest::Unconstrained },
+            gang: GangShape::single(pods, pod, trainyard_topology::TopologyRequest::Unconstrained),
             line,
         }
     }

@@ -142,7 +142,7 @@ fn job(i: usize, submit: u64, runtime: u64, pods: u32, gpus: u64) -> TraceJob {
         runtime_estimate: Some(runtime),
         tenant: "t".into(),
         priority: 0,
-        gang: GangShape { pods, pod: Resources::gpus(gpus), topology: TopologyRequest::Unconstrained },
+        gang: GangShape::single(pods, Resources::gpus(gpus), TopologyRequest::Unconstrained),
         line: i as u64 + 2,
     }
 }

@@ -78,8 +78,8 @@ fn jobs_that_never_fit_are_reported_not_dropped() {
     jobs.truncate(50);
     let mut huge = jobs[10].clone();
     huge.id = "huge".into();
-    huge.gang.pods = 512;
-    huge.gang.pod = trainyard_topology::Resources::gpus(8);
+    huge.gang.sets[0].pods = 512;
+    huge.gang.sets[0].pod = trainyard_topology::Resources::gpus(8);
     jobs.push(huge);
     let result = run("philly-2490", "easy-backfill", &jobs, EstimateSource::Trace);
     let unschedulable: Vec<(&str, &str)> = result

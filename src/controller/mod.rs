@@ -19,6 +19,7 @@ pub mod lease;
 pub mod live;
 pub mod metrics;
 pub mod plan;
+pub mod pod_sets;
 pub mod pods;
 pub mod queue_status;
 pub mod run;

@@ -110,7 +110,9 @@ pub fn node_slot_cluster(mut spec: ResolvedSpec) -> Result<Cluster, trainyard_to
 /// A gang's shape as the Slurm loop charges it: one node slot per pod.
 pub fn node_slot_shape(shape: &GangShape) -> GangShape {
     let mut slots = shape.clone();
-    slots.pod.memory_mib = 1;
+    for set in &mut slots.sets {
+        set.pod.memory_mib = 1;
+    }
     slots
 }
 

@@ -124,7 +124,7 @@ impl Loaded {
     }
 
     fn admit(&mut self, placement: Placement, pod: Resources) {
-        self.cluster.allocate_placement(&placement, pod).expect("a fresh placement fits");
+        self.cluster.allocate_placement(&placement).expect("a fresh placement fits");
         self.running.push((placement, pod));
     }
 
@@ -136,8 +136,8 @@ impl Loaded {
     }
 
     fn release_one(&mut self, rng: &mut Rng) {
-        let (placement, pod) = self.running.swap_remove(rng.below(self.running.len()));
-        self.cluster.release_placement(&placement, pod).expect("a running gang releases");
+        let (placement, _) = self.running.swap_remove(rng.below(self.running.len()));
+        self.cluster.release_placement(&placement).expect("a running gang releases");
     }
 }
 
@@ -395,6 +395,7 @@ fn joint_section(base: &Loaded, workload: &Workload, requests: usize) {
                 PodSet { name: "workers".into(), pods: workers, pod: pod(8), within: Some(rack), slice: None },
             ],
             constraint: workload.kinds[if i % 2 == 0 { 0 } else { 2 }].1,
+            ..JointRequest::new(Vec::new(), trainyard_topology::LevelConstraint::UNCONSTRAINED)
         };
         let started = Instant::now();
         let result = cluster.place_joint(&request, &options);

@@ -26,10 +26,10 @@ pub use cluster::{CanonicalHost, Cluster, HostClass, HostSpec, Removal, Txn};
 pub use error::{Error, InputError, Result};
 pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topology};
 pub use placement::{
-    CostBreakdown, CostModel, Explanation, JointOptions, JointPlacement, JointRequest, LevelVerdict,
-    ParsePlacementPolicyError, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, PodSet, Rival,
-    SearchPath, Spans,
+    CostBreakdown, CostModel, Demand, Explanation, JointOptions, JointPlacement, JointRequest, LevelVerdict,
+    ParsePlacementPolicyError, PlacedSet, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, PodSet,
+    Rival, SearchPath, Spans,
 };
-pub use request::{GangShape, ParseTopologyRequestError, TopologyRequest};
+pub use request::{GangShape, GangShapeError, ParseTopologyRequestError, PodSetShape, SliceRequest, TopologyRequest};
 pub use resources::Resources;
 pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec};

@@ -70,26 +70,117 @@ impl FromStr for TopologyRequest {
     }
 }
 
-/// A gang's demand on the cluster: `pods` identical pods of shape `pod`.
+/// Slices of a pod set: every `size` consecutive pods inside one domain of `level` (Kueue's
+/// `podset-slice-required-topology` and `podset-slice-size`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct GangShape {
-    /// Number of pods; all or none of them run.
+pub struct SliceRequest {
+    /// The level each slice stays within.
+    pub level: String,
+    /// Pods per slice; the set's pod count must be a multiple of it.
+    pub size: u32,
+}
+
+/// One pod set of a gang: `pods` identical pods, and how close together they must be besides
+/// the gang's own constraint.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PodSetShape {
+    /// Unique within the gang (`node`, `launcher`, `leader`, `workers`).
+    pub name: String,
+    /// Number of pods.
     pub pods: u32,
     /// What each pod needs.
     pub pod: Resources,
-    /// How close together the pods must be.
+    /// This set alone inside one domain of a level (within the gang's domain). Only `Required`
+    /// narrows a set of a gang of several sets; a one-set gang's constraint is the gang's.
+    #[serde(default)]
+    pub topology: TopologyRequest,
+    /// Slices of this set, each inside one domain of a level.
+    #[serde(default)]
+    pub slice: Option<SliceRequest>,
+}
+
+/// A gang's demand on the cluster: one or more pod sets, all or none of whose pods run, and
+/// how close together the whole gang must be.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct GangShape {
+    /// The pod sets, in the order the workload names them.
+    pub sets: Vec<PodSetShape>,
+    /// How close together all pods of all sets must be.
     pub topology: TopologyRequest,
 }
 
 impl GangShape {
+    /// A gang of `pods` identical pods (one set, named `main`).
+    pub fn single(pods: u32, pod: Resources, topology: TopologyRequest) -> GangShape {
+        let set = PodSetShape { name: "main".into(), pods, pod, topology: TopologyRequest::Unconstrained, slice: None };
+        GangShape { sets: vec![set], topology }
+    }
+
+    /// Pods of all sets.
+    pub fn pods(&self) -> u32 {
+        self.sets.iter().fold(0u32, |acc, s| acc.saturating_add(s.pods))
+    }
+
     /// Total resources of the whole gang (saturating: a gang this large can never fit anyway).
     pub fn total(&self) -> Resources {
-        self.pod.checked_mul(u64::from(self.pods)).unwrap_or(Resources {
-            gpus: u64::MAX,
-            cpu_milli: u64::MAX,
-            memory_mib: u64::MAX,
-        })
+        let max = Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX };
+        self.sets
+            .iter()
+            .fold(Resources::ZERO, |acc, s| acc.saturating_add(&s.pod.checked_mul(u64::from(s.pods)).unwrap_or(max)))
     }
+
+    /// The largest pod of any set (component by component): what one host must hold at least.
+    pub fn largest_pod(&self) -> Resources {
+        self.sets.iter().fold(Resources::ZERO, |acc, s| acc.component_max(&s.pod))
+    }
+
+    /// The pod of a one-set gang; `None` when the sets' pods differ.
+    pub fn uniform_pod(&self) -> Option<Resources> {
+        let first = self.sets.first()?.pod;
+        self.sets.iter().all(|s| s.pod == first).then_some(first)
+    }
+
+    /// Whether the gang is one set without a slice or set constraint of its own: the shape every
+    /// trace and controller produced before pod sets.
+    pub fn is_simple(&self) -> bool {
+        matches!(self.sets.as_slice(), [s] if s.slice.is_none())
+    }
+
+    /// Checks what can be checked without a cluster: at least one set, names unique, slice
+    /// sizes that divide their sets. The message names the set.
+    pub fn validate(&self) -> Result<(), GangShapeError> {
+        if self.sets.is_empty() {
+            return Err(GangShapeError { set: None, message: "a gang needs at least one pod set".into() });
+        }
+        for (i, s) in self.sets.iter().enumerate() {
+            let named = |message: String| GangShapeError { set: Some(s.name.clone()), message };
+            if s.name.trim().is_empty() {
+                return Err(GangShapeError { set: None, message: format!("pod set {i} has no name") });
+            }
+            if self.sets[..i].iter().any(|o| o.name == s.name) {
+                return Err(named("two pod sets have this name".into()));
+            }
+            if let Some(slice) = &s.slice {
+                if slice.size == 0 {
+                    return Err(named("slice size 0; it must be at least 1".into()));
+                }
+                if s.pods % slice.size != 0 {
+                    return Err(named(format!("{} pods do not divide into slices of {}", s.pods, slice.size)));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A gang shape that cannot be scheduled as written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{message}", set.as_ref().map(|s| format!("pod set {s:?}: ")).unwrap_or_default())]
+pub struct GangShapeError {
+    /// The pod set at fault, when one is.
+    pub set: Option<String>,
+    /// What is wrong.
+    pub message: String,
 }
 
 #[cfg(test)]

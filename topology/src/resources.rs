@@ -93,6 +93,15 @@ impl Resources {
         }
     }
 
+    /// Component-wise maximum.
+    pub fn component_max(&self, other: &Resources) -> Resources {
+        Resources {
+            gpus: self.gpus.max(other.gpus),
+            cpu_milli: self.cpu_milli.max(other.cpu_milli),
+            memory_mib: self.memory_mib.max(other.memory_mib),
+        }
+    }
+
     /// How many copies of `pod` fit into `self`. A pod that asks for
     /// nothing fits `u64::MAX` times; callers reject such pods up front.
     pub fn fit_count(&self, pod: &Resources) -> u64 {

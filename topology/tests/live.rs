@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use trainyard_topology::eligibility::{HostAttrs, HostFilter, Taint, TaintEffect, Toleration, TolerationOperator};
-use trainyard_topology::{Cluster, HostClass, HostId, HostSpec, Removal, Resources, Topology};
+use trainyard_topology::{Cluster, HostClass, HostId, HostSpec, PlacedSet, Removal, Resources, Topology};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -180,8 +180,9 @@ fn from_scratch(known: &BTreeMap<String, Known>) -> Cluster {
     for (name, k) in known {
         let h = c.add_host(spec(name, &Known { ready: true, ..k.clone() })).unwrap();
         if k.used > 0 {
-            let placement = c.recorded_placement(Resources::gpus(k.used), vec![h]).unwrap();
-            c.charge_placement(&placement, Resources::gpus(k.used));
+            let placement =
+                c.recorded_placement(&[PlacedSet { pods: 1, pod: Resources::gpus(k.used) }], vec![h]).unwrap();
+            c.charge_placement(&placement);
         }
         if k.foreign > 0 {
             c.charge_foreign(h, Resources::gpus(k.foreign)).unwrap();

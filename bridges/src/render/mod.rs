@@ -307,13 +307,13 @@ fn inject_targets(rjobs: &mut [ReplicatedJob], injection: Option<&Value>, env: &
     }
 }
 
-/// The replicated jobs whose pods form the gang trainyard places: the `node` replicated job when there
-/// is one (the workers, also under an MPI launcher that carries the trainer label), else the trainer
-/// ancestors. Initializers run before the gang and a separate launcher is a small CPU pod, so neither
-/// waits for the gang's hosts.
+/// The replicated jobs whose pods form the gang trainyard places, in the order of the JobSet: the
+/// `node` replicated job with an MPI `launcher` when there is one (the launcher is placed with its
+/// workers, near them, whether it runs as a node or as a small CPU pod), else the trainer
+/// ancestors. Initializers run before the gang, so they never wait for the gang's hosts.
 pub fn gang_replicated_jobs(rjobs: &[ReplicatedJob]) -> Vec<usize> {
     match rjobs.iter().position(|r| r.name == NODE) {
-        Some(i) => vec![i],
+        Some(_) => (0..rjobs.len()).filter(|&i| rjobs[i].name == NODE || rjobs[i].name == LAUNCHER).collect(),
         None => (0..rjobs.len())
             .filter(|&i| {
                 rjobs[i].template.metadata.labels.get(ANCESTOR_LABEL).map(String::as_str) == Some(TRAINER_ANCESTOR)

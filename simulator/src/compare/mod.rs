@@ -195,7 +195,7 @@ pub fn shadow_replay(
     let mut tally = runs::SpanTally::new(&topo);
     for gang in &observer.gangs {
         let committed = gang.moved.as_ref().unwrap_or(&gang.trainyard);
-        tally.add(&committed.spans, committed.depth, jobs[gang.job].gang.pods);
+        tally.add(&committed.spans, committed.depth, jobs[gang.job].gang.pods());
     }
     let run = PolicyRun::new(PlacementPolicy::Trainyard, &topo, cluster_gpus, &result, &tally);
     Ok((summary::summarise(&topo, &baselines, observer.gangs, &result.outcomes), run))

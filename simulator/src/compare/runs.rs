@@ -95,7 +95,7 @@ impl SpanTally {
     pub(crate) fn observe(&mut self, engine: &Engine, cycle: &Cycle, jobs: &[TraceJob]) {
         let topo = engine.cluster().topology();
         for a in &cycle.admitted {
-            let pods = jobs[a.id.0 as usize].gang.pods;
+            let pods = jobs[a.id.0 as usize].gang.pods();
             self.add(&Spans::of(topo, a.placement.hosts.iter().copied()), a.placement.depth, pods);
         }
     }

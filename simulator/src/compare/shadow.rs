@@ -8,7 +8,7 @@
 //! it placed that gang.
 
 use trainyard_policies::{Cycle, Engine};
-use trainyard_topology::{Cluster, HostId, Placement, PlacementPolicy, PlacementRequest, Resources, Spans};
+use trainyard_topology::{Cluster, Demand, HostId, Placement, PlacementPolicy, Resources, Spans};
 
 use crate::{SimError, TraceJob};
 
@@ -84,15 +84,29 @@ impl<'a> ShadowObserver<'a> {
             let job = admission.id.0 as usize;
             let shape = &self.jobs[job].gang;
             let topo = self.mirror.topology();
-            let constraint = topo.resolve(&shape.topology).map_err(engine_error)?;
-            let request = PlacementRequest::new(shape.pods, shape.pod, constraint);
-            self.mirror.release_placement(&admission.placement, shape.pod).map_err(engine_error)?;
-            let committed = answer(&self.mirror, shape.pod, admission.placement.clone());
+            let demand = topo.demand(shape, None, trainyard_topology::HostClass::DEFAULT).map_err(engine_error)?;
+            self.mirror.release_placement(&admission.placement).map_err(engine_error)?;
+            let committed = answer(&self.mirror, admission.placement.clone());
+            // The baselines place one pod shape: a gang of several sets is shown as placed.
+            let Demand::Single(request) = demand else {
+                let proven_optimal = committed.placement.lower_bound == Some(committed.cost);
+                let baselines = self.baselines.iter().map(|_| None).collect();
+                self.gangs.push(ShadowGang {
+                    job,
+                    free_gpus: self.mirror.total_free().gpus,
+                    idle_hosts: idle_hosts(&self.mirror),
+                    trainyard: committed,
+                    moved: None,
+                    proven_optimal,
+                    baselines,
+                });
+                continue;
+            };
             // The engine placed this gang on this very state, so trainyard finds a placement
             // here too; should it not, the committed one stands in.
             let (trainyard, moved) = match self.mirror.place_with(PlacementPolicy::Trainyard, &request) {
                 Ok(fresh) if fresh.per_host() != admission.placement.per_host() => {
-                    (answer(&self.mirror, shape.pod, fresh), Some(committed))
+                    (answer(&self.mirror, fresh), Some(committed))
                 }
                 _ => (committed, None),
             };
@@ -100,7 +114,7 @@ impl<'a> ShadowObserver<'a> {
             let baselines = self
                 .baselines
                 .iter()
-                .map(|&p| self.mirror.place_with(p, &request).ok().map(|pl| answer(&self.mirror, shape.pod, pl)))
+                .map(|&p| self.mirror.place_with(p, &request).ok().map(|pl| answer(&self.mirror, pl)))
                 .collect();
             self.gangs.push(ShadowGang {
                 job,
@@ -140,9 +154,9 @@ fn engine_error(e: trainyard_topology::Error) -> SimError {
 }
 
 /// Judges `placement` on `cluster`'s current free capacity.
-fn answer(cluster: &Cluster, pod: Resources, placement: Placement) -> Answer {
+fn answer(cluster: &Cluster, placement: Placement) -> Answer {
     let topo = cluster.topology();
-    let cost = cluster.cost_model().cost(topo, cluster.free_all(), pod, &placement.per_host());
+    let cost = cluster.cost_model().usage_cost(topo, cluster.free_all(), &placement.per_host_usage());
     let spans = Spans::of(topo, placement.hosts.iter().copied());
     let domain_free_gpus = cluster.free(placement.domain).gpus;
     Answer { cost, spans, depth: placement.depth, domain_free_gpus, placement }

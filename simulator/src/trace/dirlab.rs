@@ -65,11 +65,14 @@ mod tests {
         assert_eq!(jobs.iter().map(|j| j.line).collect::<Vec<_>>(), [2, 3, 4, 5]);
         assert_eq!(jobs[1].tenant, "user-7");
         assert_eq!(jobs[1].runtime_estimate, None);
-        assert_eq!(jobs[1].gang.pods, 2);
-        assert_eq!(jobs[1].gang.pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 0 });
-        assert_eq!(jobs[0].gang.pod, Resources { gpus: 1, cpu_milli: 1_000, memory_mib: 0 });
-        assert_eq!((jobs[2].gang.pods, jobs[2].gang.pod), (2, Resources { gpus: 0, cpu_milli: 8_000, memory_mib: 0 }));
-        assert_eq!((jobs[3].gang.pods, jobs[3].gang.pod), (4, Resources::gpus(2)));
+        assert_eq!(jobs[1].gang.pods(), 2);
+        assert_eq!(jobs[1].gang.sets[0].pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 0 });
+        assert_eq!(jobs[0].gang.sets[0].pod, Resources { gpus: 1, cpu_milli: 1_000, memory_mib: 0 });
+        assert_eq!(
+            (jobs[2].gang.pods(), jobs[2].gang.sets[0].pod),
+            (2, Resources { gpus: 0, cpu_milli: 8_000, memory_mib: 0 })
+        );
+        assert_eq!((jobs[3].gang.pods(), jobs[3].gang.sets[0].pod), (4, Resources::gpus(2)));
     }
 
     #[test]

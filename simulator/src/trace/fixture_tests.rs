@@ -25,7 +25,7 @@ fn helios_excerpt_reads_whole() {
     assert!((20.0 * 86_400.0..20.5 * 86_400.0).contains(&(last as f64)), "{last}");
     // The largest job, 160 GPUs on 20 nodes, stays 20 x 8.
     let biggest = read.jobs.iter().max_by_key(|j| j.gpus()).unwrap();
-    assert_eq!((biggest.gpus(), biggest.gang.pods, biggest.gang.pod.gpus), (160, 20, 8));
+    assert_eq!((biggest.gpus(), biggest.gang.pods(), biggest.gang.sets[0].pod.gpus), (160, 20, 8));
     // Every Helios job divides evenly over its nodes, so each gang has one pod per node.
     let nodes: std::collections::HashMap<String, u32> = HELIOS
         .lines()
@@ -35,8 +35,8 @@ fn helios_excerpt_reads_whole() {
             (format!("job-{}", f[0]), f[4].parse().unwrap())
         })
         .collect();
-    assert!(read.jobs.iter().all(|j| j.gang.pods == nodes[&j.id]));
-    assert_eq!(read.jobs.iter().filter(|j| j.gang.pods > 1).count(), 15_000 - 13_737);
+    assert!(read.jobs.iter().all(|j| j.gang.pods() == nodes[&j.id]));
+    assert_eq!(read.jobs.iter().filter(|j| j.gang.pods() > 1).count(), 15_000 - 13_737);
 }
 
 #[test]
@@ -64,7 +64,7 @@ fn sample_jobs() -> Vec<TraceJob> {
     jobs[1].runtime_estimate = Some(900);
     jobs[2].priority = -7;
     jobs[3].tenant = "team \"q\", x".to_string();
-    jobs[4].gang.pod.memory_mib = 4096;
+    jobs[4].gang.sets[0].pod.memory_mib = 4096;
     jobs[5].gang.topology = trainyard_topology::TopologyRequest::Required("rack".into());
     jobs[6].gang.topology = trainyard_topology::TopologyRequest::Preferred("block".into());
     jobs

@@ -167,10 +167,10 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             runtime_estimate_s: job.runtime_estimate,
             tenant: &job.tenant,
             priority: job.priority,
-            pods: job.gang.pods,
-            gpus_per_pod: job.gang.pod.gpus,
-            cpu_milli_per_pod: job.gang.pod.cpu_milli,
-            memory_mib_per_pod: job.gang.pod.memory_mib,
+            pods: job.gang.pods(),
+            gpus_per_pod: job.gang.sets[0].pod.gpus,
+            cpu_milli_per_pod: job.gang.sets[0].pod.cpu_milli,
+            memory_mib_per_pod: job.gang.sets[0].pod.memory_mib,
             topology: job.gang.topology.to_string(),
         };
         serde_json::to_writer(&mut out, &row).map_err(|e| fail(io::Error::from(e)))?;
@@ -199,14 +199,14 @@ mod tests {
         let (small, big) = (&jobs[0], &jobs[1]);
         assert_eq!((small.id.as_str(), small.submit, small.runtime, small.line), ("small", 3, 60, 3));
         assert_eq!((small.runtime_estimate, small.priority, small.tenant.as_str()), (None, 0, "team-b"));
-        assert_eq!((small.gang.pods, small.gang.pod), (1, Resources::gpus(1)));
+        assert_eq!((small.gang.pods(), small.gang.sets[0].pod), (1, Resources::gpus(1)));
         assert_eq!(small.gang.topology, TopologyRequest::Unconstrained);
         assert_eq!(
             (big.submit, big.runtime, big.runtime_estimate, big.priority, big.line),
             (7, 3600, Some(4500), -1, 2)
         );
-        assert_eq!(big.gang.pods, 4);
-        assert_eq!(big.gang.pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 1024 });
+        assert_eq!(big.gang.pods(), 4);
+        assert_eq!(big.gang.sets[0].pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 1024 });
         assert_eq!(big.gang.topology, TopologyRequest::Required("rack".into()));
     }
 

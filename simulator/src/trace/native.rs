@@ -46,10 +46,10 @@ impl NativeRow {
             runtime_estimate_s: job.runtime_estimate,
             tenant: job.tenant.clone(),
             priority: job.priority,
-            pods: job.gang.pods,
-            gpus_per_pod: job.gang.pod.gpus,
-            cpu_milli_per_pod: job.gang.pod.cpu_milli,
-            memory_mib_per_pod: job.gang.pod.memory_mib,
+            pods: job.gang.pods(),
+            gpus_per_pod: job.gang.largest_pod().gpus,
+            cpu_milli_per_pod: job.gang.largest_pod().cpu_milli,
+            memory_mib_per_pod: job.gang.largest_pod().memory_mib,
             topology: job.gang.topology.clone(),
         }
     }
@@ -88,7 +88,7 @@ impl NativeRow {
             runtime_estimate: self.runtime_estimate_s,
             tenant: self.tenant,
             priority: self.priority,
-            gang: GangShape { pods: self.pods, pod, topology: self.topology },
+            gang: GangShape::single(self.pods, pod, self.topology),
             line,
         })
     }

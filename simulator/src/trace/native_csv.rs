@@ -95,12 +95,12 @@ mod tests {
         let b = &jobs[1];
         assert_eq!((b.submit, b.runtime, b.runtime_estimate, b.priority, b.line), (30, 600, Some(900), -5, 2));
         assert_eq!(b.tenant, "team-a");
-        assert_eq!(b.gang.pods, 2);
-        assert_eq!(b.gang.pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 65_536 });
+        assert_eq!(b.gang.pods(), 2);
+        assert_eq!(b.gang.sets[0].pod, Resources { gpus: 8, cpu_milli: 32_000, memory_mib: 65_536 });
         assert_eq!(b.gang.topology, TopologyRequest::Required("rack".into()));
         let a = &jobs[2];
         assert_eq!((a.runtime_estimate, a.priority, a.tenant.as_str()), (None, 10, "team, b"));
-        assert_eq!(a.gang.pod, Resources { gpus: 0, cpu_milli: 500, memory_mib: 0 });
+        assert_eq!(a.gang.sets[0].pod, Resources { gpus: 0, cpu_milli: 500, memory_mib: 0 });
         assert_eq!(a.gang.topology, TopologyRequest::Unconstrained);
         assert_eq!((jobs[0].priority, jobs[0].gang.topology.clone()), (0, TopologyRequest::Preferred("block".into())));
     }

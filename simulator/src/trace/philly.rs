@@ -64,8 +64,8 @@ mod tests {
         assert_eq!(jobs[0].tenant, "6214e9");
         assert_eq!(jobs[0].priority, 0);
         assert_eq!(jobs[0].runtime_estimate, None);
-        assert_eq!((jobs[0].gang.pods, jobs[0].gang.pod), (2, Resources::gpus(6)));
-        assert_eq!((jobs[1].gang.pods, jobs[1].gang.pod), (1, Resources::gpus(2)));
+        assert_eq!((jobs[0].gang.pods(), jobs[0].gang.sets[0].pod), (2, Resources::gpus(6)));
+        assert_eq!((jobs[1].gang.pods(), jobs[1].gang.sets[0].pod), (1, Resources::gpus(2)));
         assert_eq!(jobs[2].gang.topology, trainyard_topology::TopologyRequest::Unconstrained);
     }
 

@@ -116,7 +116,7 @@ pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
             runtime_estimate,
             tenant: pick_tenant(&tenants, u_tenant * weight_sum).to_string(),
             priority: if u_priority < 0.15 { 10 } else { 0 },
-            gang: GangShape { pods, pod, topology },
+            gang: GangShape::single(pods, pod, topology),
             line: i as u64 + 2,
         });
     }
@@ -290,16 +290,16 @@ mod tests {
         }
         for job in &jobs {
             assert!(ids.insert(job.id.clone()), "duplicate {}", job.id);
-            assert!(job.gang.pods >= 1);
-            assert!(!job.gang.pod.is_zero());
+            assert!(job.gang.pods() >= 1);
+            assert!(!job.gang.sets[0].pod.is_zero());
             assert!((60..=172_800).contains(&job.runtime), "{}", job.runtime);
             if let Some(est) = job.runtime_estimate {
                 assert!(est >= job.runtime && est % 900 == 0 && est - job.runtime < 900);
             }
             assert!(matches!(job.priority, 0 | 10));
             assert!(["team-a", "team-b", "team-c", "team-d"].contains(&job.tenant.as_str()));
-            if job.gang.pods > 1 {
-                assert_eq!(job.gang.pod.gpus, 8);
+            if job.gang.pods() > 1 {
+                assert_eq!(job.gang.sets[0].pod.gpus, 8);
                 assert_eq!(job.gang.topology.level(), Some("rack"));
             } else {
                 assert_eq!(job.gang.topology, TopologyRequest::Unconstrained);
@@ -308,8 +308,8 @@ mod tests {
         let n = jobs.len() as f64;
         let share = |f: &dyn Fn(&TraceJob) -> bool| jobs.iter().filter(|j| f(j)).count() as f64 / n;
         assert!((0.66..0.74).contains(&share(&|j| j.gpus() == 1)));
-        assert!((0.05..0.11).contains(&share(&|j| j.gang.pods > 1)));
-        assert!((0.01..0.10).contains(&share(&|j| j.gang.pod.cpu_milli == 0)));
+        assert!((0.05..0.11).contains(&share(&|j| j.gang.pods() > 1)));
+        assert!((0.01..0.10).contains(&share(&|j| j.gang.sets[0].pod.cpu_milli == 0)));
         assert!((0.45..0.55).contains(&share(&|j| j.runtime_estimate.is_some())));
         assert!((0.10..0.20).contains(&share(&|j| j.priority == 10)));
         assert!(share(&|j| matches!(j.gang.topology, TopologyRequest::Required(_))) > 0.01);
@@ -343,7 +343,7 @@ mod tests {
             seed: 0,
         };
         let jobs = synthesize(&cfg);
-        assert!(jobs.iter().all(|j| j.submit == 0 && j.tenant == "team-a" && j.gang.pod.gpus <= 1));
+        assert!(jobs.iter().all(|j| j.submit == 0 && j.tenant == "team-a" && j.gang.sets[0].pod.gpus <= 1));
         assert!(synthesize(&SynthConfig { jobs: 0, ..SynthConfig::default() }).is_empty());
     }
 

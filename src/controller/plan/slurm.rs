@@ -147,7 +147,7 @@ impl Planner<'_, '_> {
                 return;
             }
         };
-        match slurm_gang(&job, runtime, target, &intent.shape.pod, record) {
+        match slurm_gang(&job, runtime, target, &intent.shape.largest_pod(), record) {
             Ok(gang) => {
                 let message = format!("submitting {} nodes to Slurm ({})", gang.nodes, record.slots().join(","));
                 self.actions.push(Action::SubmitSlurm(Box::new(gang)));

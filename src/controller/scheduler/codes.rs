@@ -56,6 +56,7 @@ pub(super) fn unschedulable_code(why: &Unschedulable) -> String {
         U::UnknownQueue { .. } => "UnknownQueue",
         U::ExceedsQuota { .. } => "ExceedsQuota",
         U::NeverFits(_) => "NeverFits",
+        U::InvalidShape { .. } => "InvalidPodSets",
     }
     .to_string()
 }
@@ -76,11 +77,12 @@ pub(super) fn record_of(
     engine: &Engine,
     domain_level: Option<&str>,
     placement: &Placement,
+    sliced: &[bool],
     now: u64,
     slurm: bool,
 ) -> AdmissionRecord {
     let topo = engine.cluster().topology();
-    let nodes = placement.per_host().into_iter().map(|(h, n)| (topo.host_name(h).to_string(), n)).collect();
+    let nodes = slot_runs(placement, sliced).into_iter().map(|(h, n)| (topo.host_name(h).to_string(), n)).collect();
     // Levels are named by their node label keys, so each enclosing domain is a selector term.
     let domain = domain_level.and_then(|level| {
         let depth = topo.level_depth(level).ok()?;
@@ -91,6 +93,26 @@ pub(super) fn record_of(
         Some(selector)
     });
     AdmissionRecord { nodes, domain, at: now, cost: placement.cost, slurm }
+}
+
+/// The hosts of a placement's pods in the order pods are counted (set after set), as runs of
+/// `(host, pods)`. A set's pods go to its hosts in host order, except in a set cut into slices,
+/// whose pods keep the placement's order: consecutive ordinals share a slice's domain.
+fn slot_runs(placement: &Placement, sliced: &[bool]) -> Vec<(trainyard_topology::HostId, u32)> {
+    let mut runs: Vec<(trainyard_topology::HostId, u32)> = Vec::new();
+    for k in 0..placement.sets.len() {
+        let mut hosts = placement.set_hosts(k).to_vec();
+        if !sliced.get(k).copied().unwrap_or(false) {
+            hosts.sort_unstable();
+        }
+        for h in hosts {
+            match runs.last_mut() {
+                Some((last, n)) if *last == h => *n += 1,
+                _ => runs.push((h, 1)),
+            }
+        }
+    }
+    runs
 }
 
 /// The record of a gang moved off a lost host: the old record's slots in order, the lost host's

@@ -237,7 +237,7 @@ impl SchedulingLoop {
         for (name, pods) in &record.nodes {
             let host = match self.hosts.host_named(name) {
                 Some(h) => h,
-                None => match self.stand_in(name, request.shape.pod.checked_mul(u64::from(*pods)), now) {
+                None => match self.stand_in(name, request.shape.largest_pod().checked_mul(u64::from(*pods)), now) {
                     Some(h) => {
                         stand_ins.push(h);
                         h
@@ -289,8 +289,7 @@ impl SchedulingLoop {
         }
         for a in &cycle.admitted {
             let Some(uid) = self.by_id.get(&a.id).cloned() else { continue };
-            let level = self.domain_level(&uid);
-            let record = record_of(&self.engine, level.as_deref(), &a.placement, now, self.node_slots);
+            let record = self.record(&uid, &a.placement, now);
             stats.admitted += 1;
             stats.costs.push(record.cost);
             self.set_gang(&uid, Gang::Running { id: a.id, decided: Some(record), moved: false });
@@ -302,8 +301,7 @@ impl SchedulingLoop {
             let gang = match (state, gang) {
                 // Its admission is not written yet: admit it on the new hosts instead.
                 (JobState::Waiting(_), _) => {
-                    let level = self.domain_level(&uid);
-                    let record = record_of(&self.engine, level.as_deref(), &r.placement, now, self.node_slots);
+                    let record = self.record(&uid, &r.placement, now);
                     Gang::Running { id: r.gang, decided: Some(record), moved: false }
                 }
                 // An earlier move is not written yet: move on from it.
@@ -361,6 +359,24 @@ impl SchedulingLoop {
             (TopologyRequest::Required(level), true) => Some(level.clone()),
             _ => None,
         }
+    }
+
+    /// The record of `placement` for the gang of `uid` at `now`: its pods' hosts in the order its
+    /// pods are counted, its domain's selector in domain mode.
+    fn record(
+        &self,
+        uid: &str,
+        placement: &trainyard_topology::Placement,
+        now: u64,
+    ) -> crate::controller::admission::AdmissionRecord {
+        let level = self.domain_level(uid);
+        let sliced: Vec<bool> = match self.table.get(uid).map(|row| &row.state) {
+            Some(JobState::Waiting(intent) | JobState::Admitted(intent, _)) => {
+                intent.shape.sets.iter().map(|s| s.slice.is_some()).collect()
+            }
+            _ => Vec::new(),
+        };
+        record_of(&self.engine, level.as_deref(), placement, &sliced, now, self.node_slots)
     }
 
     /// Looks again at the decision of every stale row and returns the ones that changed.
@@ -440,9 +456,8 @@ impl SchedulingLoop {
             })
             .collect();
         for (uid, id) in started {
-            let level = self.domain_level(&uid);
             let Some(placement) = self.engine.running_placement(id).cloned() else { continue };
-            let record = record_of(&self.engine, level.as_deref(), &placement, now, self.node_slots);
+            let record = self.record(&uid, &placement, now);
             self.set_gang(&uid, Gang::Running { id, decided: Some(record), moved: false });
         }
     }

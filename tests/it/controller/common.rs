@@ -171,14 +171,19 @@ pub fn conditions(actions: &[Action]) -> Vec<(String, String, String)> {
 
 /// A gated pod of the `node` replicated job of JobSet `jobset`, with completion index `index`.
 pub fn gated_pod(jobset: &str, index: u32, has_node_selector: bool) -> PodView {
+    gated_pod_of(jobset, "node", index, has_node_selector)
+}
+
+/// A gated pod of replicated job `rjob` (job 0) at completion `index`.
+pub fn gated_pod_of(jobset: &str, rjob: &str, index: u32, has_node_selector: bool) -> PodView {
     use trainyard::controller::pods::{COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, RJOB_LABEL};
     let labels =
-        [(RJOB_LABEL, "node".to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
+        [(RJOB_LABEL, rjob.to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
             .collect();
     PodView {
-        name: format!("{jobset}-node-0-{index}"),
+        name: format!("{jobset}-{rjob}-0-{index}"),
         labels,
         gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()],
         has_node_selector,

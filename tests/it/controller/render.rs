@@ -186,3 +186,67 @@ fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
     assert!(!ok && err.contains("--slurm"), "the poll interval needs --slurm: {err}");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Renders a TrainJob on the demo cluster and checks it against its golden file
+/// (`tests/golden/render/<name>`, which `scripts/check_workloads.py` also checks against the
+/// upstream schemas; `TRAINYARD_BLESS=1` rewrites it). Returns the output.
+fn golden_render(name: &str, job: &str, runtime: &str) -> String {
+    let (ok, out, err) = render(&["-f", &path(job), "--runtime", &path(runtime), "--topology", &path(CLUSTER)]);
+    assert!(ok, "{err}");
+    let golden = root().join(format!("tests/golden/render/{name}"));
+    if std::env::var_os("TRAINYARD_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &out).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert_eq!(out, want, "stale {}; rerun with TRAINYARD_BLESS=1", golden.display());
+    out
+}
+
+/// The demo cluster's `host-N` by the comment lines of a render, in pod order: `(block, rack)`
+/// of each pod (8 hosts a rack, 4 racks a block).
+fn pod_domains(out: &str) -> Vec<(u32, u32)> {
+    out.lines()
+        .filter(|l| l.starts_with("# pod "))
+        .map(|l| {
+            let host: u32 = l.rsplit("-> host-").next().unwrap().parse().unwrap();
+            (host / 32, host / 8)
+        })
+        .collect()
+}
+
+#[test]
+fn a_sliced_trainjob_gets_four_slices_of_four_nodes_each_in_one_rack_inside_one_block() {
+    let out = golden_render(
+        "sliced.jobset.yaml",
+        "tests/fixtures/render/sliced.trainjob.yaml",
+        "tests/fixtures/render/torch-gpu.runtime.yaml",
+    );
+    let domains = pod_domains(&out);
+    assert_eq!(domains.len(), 16, "{out}");
+    assert!(domains.iter().all(|d| d.0 == domains[0].0), "one block: {domains:?}");
+    for slice in domains.chunks(4) {
+        assert!(slice.iter().all(|d| d.1 == slice[0].1), "a slice in one rack: {domains:?}");
+    }
+}
+
+#[test]
+fn an_mpi_launcher_is_gated_and_placed_with_its_workers() {
+    let out = golden_render("mpi.jobset.yaml", MPI_JOB, MPI_RUNTIME);
+    assert!(out.contains("# pod launcher job 0 index 0 -> host-"), "{out}");
+    assert_eq!(out.matches("name: trainyard.io/topology").count(), 2, "the launcher and the workers are gated");
+    assert!(out.contains("# admitted: 3 pods"), "{out}");
+}
+
+#[test]
+fn a_leader_worker_set_keeps_its_leader_and_workers_in_one_rack() {
+    let out = golden_render(
+        "lws.lws.yaml",
+        "tests/fixtures/render/lws-rack.trainjob.yaml",
+        "tests/fixtures/render/mpi-lws-gpu.runtime.yaml",
+    );
+    assert!(out.contains("# pod worker-index 0 -> host-"), "the leader is placed: {out}");
+    let domains = pod_domains(&out);
+    assert_eq!(domains.len(), 5);
+    assert!(domains.iter().all(|d| d.1 == domains[0].1), "one rack: {domains:?}");
+}

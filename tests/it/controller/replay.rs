@@ -79,14 +79,19 @@ impl Server {
                 }
                 w.workload = Some(WorkloadView { suspended, ..Default::default() });
                 if !suspended && w.pods.is_empty() {
-                    let node = object["spec"]["replicatedJobs"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .find(|r| r["name"] == "node")
-                        .unwrap();
-                    let count = node["template"]["spec"]["parallelism"].as_u64().unwrap() as u32;
-                    w.pods = (0..count).map(|i| gated_pod("ds-t5", i, false)).collect();
+                    // The gang's replicated jobs are the gated ones (the launcher and the workers).
+                    for rjob in object["spec"]["replicatedJobs"].as_array().unwrap() {
+                        let pod = &rjob["template"]["spec"]["template"]["spec"];
+                        let gated = pod["schedulingGates"]
+                            .as_array()
+                            .is_some_and(|g| g.iter().any(|x| x["name"] == trainyard_bridges::TOPOLOGY_GATE));
+                        if !gated {
+                            continue;
+                        }
+                        let name = rjob["name"].as_str().unwrap();
+                        let count = rjob["template"]["spec"]["parallelism"].as_u64().unwrap_or(1) as u32;
+                        w.pods.extend((0..count).map(|i| gated_pod_of("ds-t5", name, i, false)));
+                    }
                 }
             }
             Action::Apply(object) => {
@@ -141,17 +146,19 @@ impl Server {
 
 #[test]
 fn a_crash_after_any_step_creates_nothing_twice_and_ends_in_the_same_state() {
-    // The DeepSpeed runtime runs the launcher as a node, so the gang is the 2 pods of `node`.
-    let admission = record(&[("host-a", 1), ("host-b", 1)]);
+    // The DeepSpeed runtime runs the launcher as a node: the gang is the launcher (ordinal 0)
+    // and the 2 pods of `node`.
+    let admission = record(&[("host-a", 1), ("host-b", 2)]);
     let mut reference = Server::new();
     let total = reference.reconcile(&admission, usize::MAX);
     assert!(total >= 8, "the scenario has steps to cut: {total}");
-    assert_eq!(Server::new().world.intent().unwrap().shape.pods, 2);
+    assert_eq!(Server::new().world.intent().unwrap().shape.pods(), 3);
     assert_eq!(reference.counts, Counts { jobsets_created: 1, configmaps_created: 1, records_written: 1 });
-    let expected_bindings: BTreeMap<String, String> = [("ds-t5-node-0-0", "host-a"), ("ds-t5-node-0-1", "host-b")]
-        .into_iter()
-        .map(|(p, n)| (p.to_string(), n.to_string()))
-        .collect();
+    let expected_bindings: BTreeMap<String, String> =
+        [("ds-t5-launcher-0-0", "host-a"), ("ds-t5-node-0-0", "host-b"), ("ds-t5-node-0-1", "host-b")]
+            .into_iter()
+            .map(|(p, n)| (p.to_string(), n.to_string()))
+            .collect();
     assert_eq!(reference.bound, expected_bindings);
     for cut in 0..total {
         let mut server = Server::new();

@@ -15,7 +15,7 @@ fn intent(pods: u32, topology: TopologyRequest, domain_mode: bool) -> GangIntent
     GangIntent {
         queue: "q".into(),
         priority: 0,
-        shape: GangShape { pods, pod: Resources::gpus(8), topology },
+        shape: GangShape::single(pods, Resources::gpus(8), topology),
         kind: WorkloadKind::JobSet,
         domain_mode,
         slurm: None,

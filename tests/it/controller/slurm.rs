@@ -125,7 +125,7 @@ fn a_trainjob_becomes_one_slurm_job_on_its_hosts() {
     let job = w.job.to_bridge().unwrap();
     let runtime = w.runtimes.cluster.get("torch-slurm").unwrap();
     let r = AdmissionRecord { nodes: vec![("n3".into(), 1), ("n1".into(), 1)], ..record() };
-    let gang = slurm_gang(&job, runtime, &target(), &intent.shape.pod, &r).unwrap();
+    let gang = slurm_gang(&job, runtime, &target(), &intent.shape.sets[0].pod, &r).unwrap();
     assert_eq!(gang.gang, "research/llm/0f3c@1799999990");
     assert_eq!(gang.name, "llm");
     assert_eq!((gang.nodes, gang.tasks_per_node, gang.gpus_per_node), (2, 1, 1));
@@ -399,11 +399,11 @@ fn intent_on(queue: &str, pods: u32, gpus: u64, slurm: bool) -> GangIntent {
     GangIntent {
         queue: queue.into(),
         priority: 0,
-        shape: trainyard_topology::GangShape {
+        shape: trainyard_topology::GangShape::single(
             pods,
-            pod: trainyard_topology::Resources { gpus, cpu_milli: 1000, memory_mib: 1024 },
-            topology: TopologyRequest::Unconstrained,
-        },
+            trainyard_topology::Resources { gpus, cpu_milli: 1000, memory_mib: 1024 },
+            TopologyRequest::Unconstrained,
+        ),
         kind: trainyard_bridges::WorkloadKind::JobSet,
         domain_mode: false,
         slurm: slurm.then(target),

@@ -205,7 +205,7 @@ async fn a_restarted_controller_submits_nothing_twice_and_delete_cancels() {
         &job.to_bridge().unwrap(),
         &runtime,
         intent.slurm.as_ref().unwrap(),
-        &intent.shape.pod,
+        &intent.shape.sets[0].pod,
         &recorded(&job).unwrap(),
     )
     .unwrap();

@@ -19,8 +19,8 @@ use classes::Classes;
 
 use crate::eligibility::{HostAttrs, HostFilter};
 use crate::placement::{
-    self, CostModel, Explanation, JointOptions, JointPlacement, JointRequest, Placement, PlacementFailure,
-    PlacementPolicy, PlacementRequest, SearchPath,
+    self, CostModel, Demand, Explanation, JointOptions, JointPlacement, JointRequest, PlacedSet, Placement,
+    PlacementFailure, PlacementPolicy, PlacementRequest, SearchPath,
 };
 use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
 
@@ -223,10 +223,10 @@ impl Cluster {
     }
 
     /// Allocates every pod of a placement, all or nothing.
-    pub fn allocate_placement(&mut self, placement: &Placement, pod: Resources) -> Result<()> {
+    pub fn allocate_placement(&mut self, placement: &Placement) -> Result<()> {
         let txn = self.begin();
-        for (host, count) in placement.per_host() {
-            if let Err(e) = self.allocate(host, times(pod, count)) {
+        for (host, amount) in placement.per_host_usage() {
+            if let Err(e) = self.allocate(host, amount) {
                 self.rollback(txn);
                 return Err(e);
             }
@@ -239,17 +239,17 @@ impl Cluster {
     /// restarted scheduler taking back its gangs) hold their hosts even when other usage arrived
     /// meanwhile. Hosts whose usage then exceeds their capacity are listed by
     /// [`Cluster::overcommitted`].
-    pub fn charge_placement(&mut self, placement: &Placement, pod: Resources) {
-        for (host, count) in placement.per_host() {
-            self.shift_used(host, times(pod, count), true);
+    pub fn charge_placement(&mut self, placement: &Placement) {
+        for (host, amount) in placement.per_host_usage() {
+            self.shift_used(host, amount, true);
         }
     }
 
     /// Releases every pod of a placement, all or nothing.
-    pub fn release_placement(&mut self, placement: &Placement, pod: Resources) -> Result<()> {
+    pub fn release_placement(&mut self, placement: &Placement) -> Result<()> {
         let txn = self.begin();
-        for (host, count) in placement.per_host() {
-            if let Err(e) = self.release(host, times(pod, count)) {
+        for (host, amount) in placement.per_host_usage() {
+            if let Err(e) = self.release(host, amount) {
                 self.rollback(txn);
                 return Err(e);
             }
@@ -381,19 +381,81 @@ impl Cluster {
         placement::place(topo, capacity, request, PlacementPolicy::Greedy, model, &mut self.scratch)
     }
 
-    /// The placement of pods already on `hosts` (one entry per pod), costed on the current free
-    /// capacity: how a restarted scheduler takes back what it decided before. `None` for no pods.
-    pub fn recorded_placement(&self, pod: Resources, hosts: Vec<HostId>) -> Option<Placement> {
-        if hosts.is_empty() {
+    /// The placement of pods already on `hosts` (one entry per pod, the pods of `sets` one after
+    /// another), costed on the current free capacity: how a restarted scheduler takes back what it
+    /// decided before. `None` for no pods, or when `hosts` does not match the sets' pod count.
+    pub fn recorded_placement(&self, sets: &[PlacedSet], hosts: Vec<HostId>) -> Option<Placement> {
+        let pods: usize = sets.iter().map(|s| s.pods as usize).sum();
+        if hosts.is_empty() || hosts.len() != pods {
             return None;
         }
-        Some(placement::greedy::finish(&self.topo, &self.free, pod, hosts, SearchPath::Recorded, &self.model))
+        let pod = sets.first()?.pod;
+        let mut placement =
+            placement::greedy::finish(&self.topo, &self.free, pod, hosts, SearchPath::Recorded, &self.model);
+        if sets.len() > 1 {
+            placement.sets = sets.to_vec();
+            placement.cost = self.model.usage_cost(&self.topo, &self.free, &placement.per_host_usage());
+        }
+        Some(placement)
     }
-}
 
-/// `count` pods of `pod` (saturating: such a gang never fits anyway).
-fn times(pod: Resources, count: u32) -> Resources {
-    pod.checked_mul(u64::from(count)).unwrap_or(Resources { gpus: u64::MAX, ..Resources::ZERO })
+    /// Finds where a gang would go now under the cluster's policy, without allocating anything.
+    pub fn place_demand(&mut self, demand: &Demand) -> std::result::Result<Placement, PlacementFailure> {
+        self.place_demand_with(self.policy, demand)
+    }
+
+    /// Finds where a gang would go now under `policy`, without allocating anything. A gang of
+    /// several pod sets is placed by the joint greedy search whatever the policy: the answer
+    /// depends on nothing but the cluster's state, so replays stay identical.
+    pub fn place_demand_with(
+        &mut self,
+        policy: PlacementPolicy,
+        demand: &Demand,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        match demand {
+            Demand::Single(r) => self.place_with(policy, r),
+            Demand::Joint(j) => self.place_joint_under(j, DomainId::ROOT),
+        }
+    }
+
+    /// Finds room for a gang inside the subtree of `domain` only (greedy), without allocating.
+    pub fn place_demand_within(
+        &mut self,
+        demand: &Demand,
+        domain: DomainId,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        match demand {
+            Demand::Single(r) => self.place_within(r, domain),
+            Demand::Joint(j) => self.place_joint_under(j, domain),
+        }
+    }
+
+    /// Finds where a gang would go on the empty cluster (every host of its class, usable or not,
+    /// with nothing running): `Err` means it can never run here as the cluster stands.
+    pub fn place_demand_on_empty(&mut self, demand: &Demand) -> std::result::Result<Placement, PlacementFailure> {
+        match demand {
+            Demand::Single(r) => self.place_on_empty(r),
+            Demand::Joint(j) => {
+                self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+                let capacity = self.classes.capacity(j.hosts, &self.topo, &self.hosts, self.generation);
+                let (topo, model) = (&self.topo, &self.model);
+                placement::joint::greedy_under(topo, capacity, j, DomainId::ROOT, model, &mut self.scratch.greedy)
+                    .map(|p| p.into_placement(j))
+            }
+        }
+    }
+
+    /// The joint greedy search over the free capacity of the request's class, inside `root`.
+    fn place_joint_under(
+        &mut self,
+        request: &JointRequest,
+        root: DomainId,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
+        let free = self.classes.free(request.hosts, &self.free);
+        placement::joint::greedy_under(&self.topo, free, request, root, &self.model, &mut self.scratch.greedy)
+            .map(|p| p.into_placement(request))
+    }
 }
 
 #[cfg(test)]

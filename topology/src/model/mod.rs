@@ -10,6 +10,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::{Error, InputError, ResolvedSpec, Resources, Result, TopologyRequest};
 
+mod gang;
 mod live;
 
 /// Index of a domain (any level, including hosts and the cluster root).

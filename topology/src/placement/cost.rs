@@ -60,6 +60,19 @@ impl CostModel {
             .sum();
         domains + hosts
     }
+
+    /// Cost of a placement given as `(host, what its pods take there)` pairs, on the free
+    /// capacity before it: [`CostModel::cost`] for pods of several shapes.
+    pub fn usage_cost(&self, topo: &Topology, free: &[Resources], per_host: &[(HostId, Resources)]) -> u64 {
+        let h = topo.host_depth();
+        let spans = Spans::of(topo, per_host.iter().map(|&(host, _)| host));
+        let domains: u64 = (1..h).map(|d| self.weight(d, h) * u64::from(spans.at(d))).sum();
+        let hosts: u64 = per_host
+            .iter()
+            .map(|&(host, used)| self.host_cost(free[topo.host_domain(host).0 as usize], used, 1, h))
+            .sum();
+        domains + hosts
+    }
 }
 
 /// A cost taken apart: domains used and their weight per level, and stranded GPUs.

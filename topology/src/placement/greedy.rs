@@ -182,7 +182,8 @@ pub(crate) fn finish(
             domain = topo.parent(domain).unwrap_or(DomainId::ROOT);
         }
     }
-    let mut placement = Placement { hosts, domain, depth: topo.depth(domain), cost: 0, path, lower_bound: None };
+    let sets = vec![super::PlacedSet { pods: u32::try_from(hosts.len()).unwrap_or(u32::MAX), pod }];
+    let mut placement = Placement { hosts, sets, domain, depth: topo.depth(domain), cost: 0, path, lower_bound: None };
     placement.cost = model.cost(topo, free, pod, &placement.per_host());
     placement
 }

@@ -10,7 +10,7 @@ use super::{CostModel, PlacementFailure, PlacementRequest, SearchPath, Spans, mi
 use crate::{DomainId, HostId, LevelConstraint, Resources, SliceConstraint, Topology};
 
 /// One pod set of a gang.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PodSet {
     /// Name shown in output (`leader`, `workers`).
     pub name: String,
@@ -25,12 +25,16 @@ pub struct PodSet {
 }
 
 /// A gang of several pod sets.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct JointRequest {
     /// The pod sets, in the order the caller names them.
     pub sets: Vec<PodSet>,
     /// Where the whole gang must (or would like to) stay; its `slice` is ignored.
     pub constraint: LevelConstraint,
+    /// Only hosts of this GPU flavor; `None` for any host.
+    pub flavor: Option<u16>,
+    /// Only hosts this eligibility class admits.
+    pub hosts: crate::HostClass,
 }
 
 /// Where every pod of every set goes.
@@ -51,6 +55,20 @@ pub struct JointPlacement {
 }
 
 impl JointPlacement {
+    /// The same answer as one [`super::Placement`]: the pods of every set one after another.
+    pub fn into_placement(self, request: &JointRequest) -> super::Placement {
+        let sets = request.sets.iter().map(|s| super::PlacedSet { pods: s.pods, pod: s.pod }).collect();
+        super::Placement {
+            hosts: self.sets.into_iter().flatten().collect(),
+            sets,
+            domain: self.domain,
+            depth: self.depth,
+            cost: self.cost,
+            path: self.path,
+            lower_bound: self.lower_bound,
+        }
+    }
+
     /// The optimality gap, when a bound is known.
     pub fn gap(&self) -> Option<u64> {
         self.lower_bound.map(|lb| self.cost.saturating_sub(lb))
@@ -86,17 +104,24 @@ impl JointRequest {
             pods: s.pods,
             pod: s.pod,
             constraint: LevelConstraint { top_depth: top, preferred_depth: None, slice: s.slice },
-            flavor: None,
-            hosts: crate::HostClass::DEFAULT,
+            flavor: self.flavor,
+            hosts: self.hosts,
         }
     }
 
+    /// A request for these sets within `constraint`, on any host of any flavor.
+    pub fn new(sets: Vec<PodSet>, constraint: LevelConstraint) -> JointRequest {
+        JointRequest { sets, constraint, flavor: None, hosts: crate::HostClass::DEFAULT }
+    }
+
     /// Resources of the whole gang.
-    pub(crate) fn total(&self) -> Resources {
-        self.sets.iter().fold(Resources::ZERO, |acc, s| {
-            let set = s.pod.checked_mul(u64::from(s.pods)).unwrap_or(Resources::gpus(u64::MAX));
-            acc.checked_add(&set).unwrap_or(Resources::gpus(u64::MAX))
-        })
+    pub fn total(&self) -> Resources {
+        self.sets.iter().fold(Resources::ZERO, |acc, s| acc.saturating_add(&super::times(s.pod, s.pods)))
+    }
+
+    /// Pods of the whole gang.
+    pub fn pods(&self) -> u32 {
+        self.sets.iter().fold(0u32, |acc, s| acc.saturating_add(s.pods))
     }
 }
 
@@ -150,10 +175,22 @@ pub(crate) fn greedy(
     model: &CostModel,
     scratch: &mut Scratch,
 ) -> Result<JointPlacement, PlacementFailure> {
+    greedy_under(topo, free, request, DomainId::ROOT, model, scratch)
+}
+
+/// The greedy joint placement inside the subtree of `root`.
+pub(crate) fn greedy_under(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    root: DomainId,
+    model: &CostModel,
+    scratch: &mut Scratch,
+) -> Result<JointPlacement, PlacementFailure> {
     let total = request.total();
-    let capacity = PlacementFailure::Capacity { requested: total, free: free[0] };
-    if request.sets.is_empty() || request.sets.iter().any(|s| s.pods == 0 || s.pod.is_zero()) || !free[0].covers(&total)
-    {
+    let room = free[root.0 as usize];
+    let capacity = PlacementFailure::Capacity { requested: total, free: room };
+    if request.sets.is_empty() || request.sets.iter().any(|s| s.pods == 0 || s.pod.is_zero()) || !room.covers(&total) {
         return Err(capacity);
     }
     let mut order: Vec<usize> = (0..request.sets.len()).collect();
@@ -162,11 +199,14 @@ pub(crate) fn greedy(
         let s = &request.sets[i];
         (std::cmp::Reverse((s.pod.gpus, s.pod.cpu_milli, s.pod.memory_mib, s.pods)), i)
     });
-    let top = request.constraint.top_depth;
+    let top = request.constraint.top_depth.max(topo.depth(root));
+    let root_depth = topo.depth(root);
     for depth in (top..=topo.host_depth()).rev() {
         let mut candidates: Vec<DomainId> = (0..topo.domain_count() as u32)
             .map(DomainId)
-            .filter(|&d| topo.depth(d) == depth && free[d.0 as usize].covers(&total))
+            .filter(|&d| {
+                topo.depth(d) == depth && free[d.0 as usize].covers(&total) && topo.ancestor_at(d, root_depth) == root
+            })
             .collect();
         candidates.sort_by_key(|d| (free[d.0 as usize].gpus, d.0));
         'candidates: for d in candidates {

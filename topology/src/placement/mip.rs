@@ -50,7 +50,8 @@ fn universe(
     let total = request.total();
     let takes_a_pod = |h: HostId| {
         let f = free[topo.host_domain(h).0 as usize];
-        request.sets.iter().any(|s| f.covers(&s.pod))
+        let flavor_ok = request.flavor.is_none_or(|want| topo.host_flavor(h) == Some(want));
+        flavor_ok && request.sets.iter().any(|s| f.covers(&s.pod))
     };
     let allowed =
         |h: HostId| free[topo.ancestor_at(topo.host_domain(h), depth).0 as usize].covers(&total) && takes_a_pod(h);

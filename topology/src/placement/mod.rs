@@ -7,6 +7,7 @@
 
 mod baselines;
 pub(crate) mod cost;
+mod demand;
 mod exact;
 pub(crate) mod explain;
 pub(crate) mod greedy;
@@ -15,6 +16,7 @@ mod mip;
 mod policy;
 
 pub use cost::{CostBreakdown, CostModel, Spans};
+pub use demand::Demand;
 pub use explain::{Explanation, LevelVerdict, Rival};
 pub use joint::{JointOptions, JointPlacement, JointRequest, PodSet};
 pub use policy::{ParsePlacementPolicyError, PlacementPolicy};
@@ -66,11 +68,23 @@ pub enum SearchPath {
     Recorded,
 }
 
+/// One pod set's share of a [`Placement`]: `pods` pods of shape `pod`, whose hosts follow those
+/// of the sets before it in [`Placement::hosts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PlacedSet {
+    /// Pods of the set.
+    pub pods: u32,
+    /// Resources of each.
+    pub pod: Resources,
+}
+
 /// Where every pod of a gang goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Placement {
-    /// Host of pod `i`.
+    /// Host of pod `i`, the pods of every set one after another in the order of `sets`.
     pub hosts: Vec<HostId>,
+    /// The gang's pod sets, in the order their pods stand in `hosts`; one for a single-set gang.
+    pub sets: Vec<PlacedSet>,
     /// The smallest domain that contains every pod.
     pub domain: DomainId,
     /// Depth of that domain (0 = spans the whole cluster).
@@ -103,6 +117,55 @@ impl Placement {
     pub fn gap(&self) -> Option<u64> {
         self.lower_bound.map(|lb| self.cost.saturating_sub(lb))
     }
+
+    /// `(host, what the gang's pods take there)`, sorted by host.
+    pub fn per_host_usage(&self) -> Vec<(HostId, Resources)> {
+        let mut pods: Vec<(HostId, Resources)> = self.pods().collect();
+        pods.sort_unstable_by_key(|&(h, _)| h);
+        let mut out: Vec<(HostId, Resources)> = Vec::with_capacity(pods.len());
+        for (h, pod) in pods {
+            match out.last_mut() {
+                Some((last, sum)) if *last == h => *sum = sum.saturating_add(&pod),
+                _ => out.push((h, pod)),
+            }
+        }
+        out
+    }
+
+    /// `(host, resources)` of every pod, in pod order.
+    pub fn pods(&self) -> impl Iterator<Item = (HostId, Resources)> + '_ {
+        let shapes = self.sets.iter().flat_map(|s| std::iter::repeat_n(s.pod, s.pods as usize));
+        self.hosts.iter().copied().zip(shapes)
+    }
+
+    /// Resources of pod `i`, `None` past the last pod.
+    pub fn pod_of(&self, i: usize) -> Option<Resources> {
+        let mut first = 0usize;
+        for s in &self.sets {
+            first += s.pods as usize;
+            if i < first {
+                return Some(s.pod);
+            }
+        }
+        None
+    }
+
+    /// The hosts of set `k`'s pods.
+    pub fn set_hosts(&self, k: usize) -> &[HostId] {
+        let start: usize = self.sets[..k.min(self.sets.len())].iter().map(|s| s.pods as usize).sum();
+        let len = self.sets.get(k).map_or(0, |s| s.pods as usize);
+        &self.hosts[start.min(self.hosts.len())..(start + len).min(self.hosts.len())]
+    }
+
+    /// Everything the gang's pods take.
+    pub fn total(&self) -> Resources {
+        self.sets.iter().fold(Resources::ZERO, |acc, s| acc.saturating_add(&times(s.pod, s.pods)))
+    }
+}
+
+/// `count` pods of `pod` (saturating: a gang that large never fits anyway).
+pub(crate) fn times(pod: Resources, count: u32) -> Resources {
+    pod.checked_mul(u64::from(count)).unwrap_or(Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX })
 }
 
 /// Why a gang does not fit now. An expected outcome, not an error.

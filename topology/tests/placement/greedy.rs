@@ -98,8 +98,8 @@ proptest! {
                     prop_assert_eq!(topo.ancestor_at(topo.host_domain(h), p.depth), p.domain);
                 }
                 // The whole gang can be allocated: no host goes negative.
-                c.allocate_placement(&p, req.pod).unwrap();
-                c.release_placement(&p, req.pod).unwrap();
+                c.allocate_placement(&p).unwrap();
+                c.release_placement(&p).unwrap();
             }
             Err(_) => prop_assert_eq!(lowest_fitting_depth, None, "greedy missed a domain that fits"),
         }

@@ -140,10 +140,10 @@ proptest! {
         let top = top.min(c.topology().host_depth());
         let mut workers = set("workers", a.0, a.1);
         workers.within = within;
-        let req = JointRequest {
-            sets: vec![set("leader", b.0, b.1), workers],
-            constraint: LevelConstraint { top_depth: top, preferred_depth: (top > 0).then_some(top), slice: None },
-        };
+        let req = JointRequest::new(
+            vec![set("leader", b.0, b.1), workers],
+            LevelConstraint { top_depth: top, preferred_depth: (top > 0).then_some(top), slice: None },
+        );
         let optimum = brute_force(&c, &req);
         match c.place_joint(&req, &JointOptions::default()) {
             Ok(p) => {
@@ -174,7 +174,7 @@ proptest! {
             (t, false) => LevelConstraint { top_depth: t, preferred_depth: Some(t), slice: None },
         };
         let single = PlacementRequest::new(pods, Resources::gpus(gpus), constraint);
-        let joint = JointRequest { sets: vec![set("all", pods, gpus)], constraint };
+        let joint = JointRequest::new(vec![set("all", pods, gpus)], constraint);
         let tree = c.place_with(PlacementPolicy::Trainyard, &single);
         let mip = c.place_joint(&joint, &JointOptions::default());
         match (tree, mip) {
@@ -193,10 +193,7 @@ fn a_leader_joins_its_workers_rack() {
         "name: t\nlevels: [rack, host]\nnodes:\n  - {name: a0, at: {rack: r0}, gpus: 9}\n  - {name: a1, at: {rack: r0}, gpus: 9}\n  - {name: b0, at: {rack: r1}, gpus: 9}\n",
     );
     c.allocate(HostId(2), Resources::gpus(7)).unwrap();
-    let req = JointRequest {
-        sets: vec![set("leader", 1, 1), set("workers", 2, 8)],
-        constraint: LevelConstraint::UNCONSTRAINED,
-    };
+    let req = JointRequest::new(vec![set("leader", 1, 1), set("workers", 2, 8)], LevelConstraint::UNCONSTRAINED);
     let p = c.place_joint(&req, &JointOptions::default()).unwrap();
     assert_eq!(c.topology().level_name(p.domain), "rack");
     assert_eq!(p.sets[1].len(), 2);
