@@ -4,13 +4,16 @@
 //! cluster with it), then the rest; cycles then run at one-minute steps, each after the
 //! gangs due to end have finished, until every gang has run. Reported: admissions per
 //! second of `Engine::schedule` time (quota, order, placement, backfill, preemption search)
-//! and where the time goes. `-- --quick` runs a tenth of it.
+//! and where the time goes. Each mode runs twice: all gangs of one pod set, then with a fifth
+//! of them rich (half a 1-GPU leader with 8-GPU workers inside one rack, half 8-GPU pods cut
+//! into slices of 2 inside one rack). `-- --quick` runs a tenth of it; `-- --only TEXT` only
+//! the modes whose label contains TEXT; `-- --plain` only the single-set runs.
 
 use std::time::Instant;
 
 use trainyard_policies::{BackfillMode, Engine, FairSharing, GangId, GangRequest, PolicyConfig, PreemptionRules};
 use trainyard_topology::rng::SplitMix64;
-use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
+use trainyard_topology::{Cluster, GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 const CLUSTER: &str = "name: bench-10k
 levels: [block, rack, host]
@@ -22,6 +25,8 @@ generate:
 struct Scale {
     queues: usize,
     gangs: usize,
+    /// Every fifth gang is multi-set or sliced.
+    rich: bool,
 }
 
 /// A 3-level tree: 4 organisations > 10 departments each > `leaves / 40` teams each. Teams'
@@ -56,12 +61,17 @@ fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
                 _ => TopologyRequest::Required("block".into()),
             };
             let runtime = 600 + rng.below(7200);
+            let shape = if scale.rich && i % 5 == 4 {
+                rich_shape(i, rng)
+            } else {
+                GangShape::single(pods, Resources::gpus(gpus), topology)
+            };
             let request = GangRequest {
                 id: GangId(i as u64),
                 queue: format!("q{:03}", rng.below(scale.queues as u64)),
                 priority: rng.below(3) as i32,
                 submit: 0,
-                shape: GangShape::single(pods, Resources::gpus(gpus), topology),
+                shape,
                 runtime_estimate: Some(runtime),
                 hosts: Default::default(),
                 order: 0,
@@ -69,6 +79,27 @@ fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
             (request, runtime)
         })
         .collect()
+}
+
+/// A gang of several pod sets or of slices: a 1-GPU leader with 2-8 8-GPU workers inside one
+/// rack, or 4-8 8-GPU pods in slices of 2 hosts, each slice inside one rack.
+fn rich_shape(i: usize, rng: &mut SplitMix64) -> GangShape {
+    let set = |name: &str, pods: u32, gpus: u64| PodSetShape {
+        name: name.into(),
+        pods,
+        pod: Resources::gpus(gpus),
+        topology: TopologyRequest::Unconstrained,
+        slice: None,
+    };
+    if i % 10 == 4 {
+        let mut workers = set("workers", 2 + rng.below(7) as u32, 8);
+        workers.topology = TopologyRequest::Required("rack".into());
+        GangShape { sets: vec![set("leader", 1, 1), workers], topology: TopologyRequest::Required("block".into()) }
+    } else {
+        let mut sliced = set("node", 2 * (2 + rng.below(3) as u32), 8);
+        sliced.slice = Some(SliceRequest { level: "rack".into(), size: 2 });
+        GangShape { sets: vec![sliced], topology: TopologyRequest::Required("block".into()) }
+    }
 }
 
 fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: BackfillMode) {
@@ -143,13 +174,30 @@ fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: Backfill
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
-    let scale = if quick { Scale { queues: 200, gangs: 5_000 } } else { Scale { queues: 200, gangs: 50_000 } };
-    println!(
-        "# Decide step: 10,000 hosts x 8 GPUs, {} leaf queues in a 3-level tree, {} gangs pending at t=0, one thread\n",
-        scale.queues, scale.gangs
-    );
-    run("FIFO order, EASY backfill", &scale, false, false, BackfillMode::Easy);
-    run("DRF, EASY backfill", &scale, true, false, BackfillMode::Easy);
-    run("DRF, EASY backfill, preemption", &scale, true, true, BackfillMode::Easy);
-    run("DRF, strict FIFO, preemption", &scale, true, true, BackfillMode::None);
+    let gangs = if quick { 5_000 } else { 50_000 };
+    let args: Vec<String> = std::env::args().collect();
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let plain = args.iter().any(|a| a == "--plain");
+    let modes: [(&str, bool, bool, BackfillMode); 4] = [
+        ("FIFO order, EASY backfill", false, false, BackfillMode::Easy),
+        ("DRF, EASY backfill", true, false, BackfillMode::Easy),
+        ("DRF, EASY backfill, preemption", true, true, BackfillMode::Easy),
+        ("DRF, strict FIFO, preemption", true, true, BackfillMode::None),
+    ];
+    for rich in if plain { &[false][..] } else { &[false, true][..] } {
+        let rich = *rich;
+        let scale = Scale { queues: 200, gangs, rich };
+        println!(
+            "# Decide step: 10,000 hosts x 8 GPUs, {} leaf queues in a 3-level tree, {} gangs pending at t=0{}, one thread\n",
+            scale.queues,
+            scale.gangs,
+            if rich { ", a fifth of them multi-set or sliced" } else { "" }
+        );
+        for (label, fair, preempt, backfill) in modes {
+            if only.as_ref().is_none_or(|o| label.contains(o.as_str())) {
+                run(label, &scale, fair, preempt, backfill);
+            }
+        }
+        println!();
+    }
 }

@@ -86,21 +86,24 @@ impl Holds {
     }
 
     /// Gives the first quota-blocked gang of a queue a hold on the queue's future quota.
-    pub(crate) fn hold_queue(&mut self, engine: &Engine, queue: QueueIdx, holder: GangId, now: u64) {
+    pub(crate) fn hold_queue(&mut self, engine: &mut Engine, queue: QueueIdx, holder: GangId, now: u64) {
         if self.by_queue.contains_key(&queue) {
             return;
         }
-        let want = engine.gangs[&holder].request.shape.total();
-        // Replays expected ends on a copy of the quota tree until the holder's quota admits it.
-        let mut quota = engine.quotas.clone();
-        for &(end, id) in &engine.running_by_end {
-            let gang = &engine.gangs[&id];
-            quota.refund(gang.queue, gang.request.shape.total());
-            if quota.check(queue, want).is_ok() {
-                let slack_gpus = quota.available(queue).gpus.saturating_sub(want.gpus);
-                self.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
-                return;
-            }
+        let want = engine.gangs[&holder].total;
+        // Replays expected ends on the quota tree (undone after) until the holder's quota admits it.
+        let (gangs, ends) = (&engine.gangs, &engine.running_by_end);
+        let refunds = ends.iter().map(|&(end, id)| (end, &gangs[&id])).map(|(end, g)| ((g.queue, g.total), end));
+        let mut at = 0;
+        let refunds = refunds.map(|(refund, end)| {
+            at = end;
+            refund
+        });
+        let hold = engine.quotas.replay_refunds(refunds, |quota| {
+            quota.check(queue, want).is_ok().then(|| quota.available(queue).gpus.saturating_sub(want.gpus))
+        });
+        if let Some(slack_gpus) = hold {
+            self.by_queue.insert(queue, QuotaHold { holder, at: at.max(now), slack_gpus });
         }
     }
 }
@@ -115,8 +118,9 @@ impl Engine {
     ) -> Result<Option<ReservationPlan>> {
         let head = &self.gangs[&holder];
         let (queue, request) = (head.queue, head.demand.clone());
-        let total = head.request.shape.total();
-        let mut quota = self.quotas.clone();
+        let total = head.total;
+        // Expected ends are refunded on the quota tree itself and charged back before returning.
+        let mut refunded: Vec<(QueueIdx, Resources)> = Vec::new();
         // Pods of the head's shape that fit host by host: a placement anywhere needs at least
         // `pods` of them, so the (costly) placement search only runs once that many exist. A
         // gang of several pod shapes skips this bound.
@@ -135,17 +139,19 @@ impl Engine {
                 let before: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
                 if let Err(e) = self.cluster.release_placement(placement) {
                     self.cluster.rollback(txn);
+                    self.quotas.recharge(refunded);
                     return Err(e.into());
                 }
                 let after: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
                 fits = fits.saturating_add(after).saturating_sub(before);
             }
-            quota.refund(gang.queue, gang.request.shape.total());
+            self.quotas.refund(gang.queue, gang.total);
+            refunded.push((gang.queue, gang.total));
             // Gangs expected to end at the same second are released together.
             if ends.peek().is_some_and(|next| next.0 == end) {
                 continue;
             }
-            if quota.check(queue, total).is_err()
+            if self.quotas.check(queue, total).is_err()
                 || !self.cluster.total_free().covers(&total)
                 || fits < u64::from(request.pods())
             {
@@ -161,12 +167,13 @@ impl Engine {
                     })
                     .collect();
                 found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack, refused: HashSet::new() });
-                let slack_gpus = quota.available(queue).gpus.saturating_sub(total.gpus);
+                let slack_gpus = self.quotas.available(queue).gpus.saturating_sub(total.gpus);
                 holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
                 break;
             }
         }
         self.cluster.rollback(txn);
+        self.quotas.recharge(refunded);
         Ok(found)
     }
 

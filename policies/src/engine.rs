@@ -115,6 +115,8 @@ pub(crate) struct GangRecord {
     pub(crate) queue: QueueIdx,
     /// What it asks of the cluster, resolved against the cluster's levels.
     pub(crate) demand: Demand,
+    /// Everything its pods ask for, all sets together.
+    pub(crate) total: Resources,
     pub(crate) gpus: u64,
     pub(crate) estimate: u64,
     pub(crate) state: GangState,
@@ -128,6 +130,8 @@ pub(crate) struct GangRecord {
     pub(crate) unready_attempts: u32,
     /// It may not be admitted before this time (backoff after an admission that timed out).
     pub(crate) not_before: u64,
+    /// The quota limit its last `Quota` reason named.
+    pub(crate) quota_limit: Option<(QueueIdx, crate::quota_tree::QuotaLimit)>,
 }
 
 #[derive(Clone, Debug)]
@@ -432,7 +436,7 @@ impl Engine {
                 self.set_status(id, PendingReason::QueuedBehind { head }, None);
                 continue;
             }
-            if let Err(block) = self.quotas.check(queue, gang.request.shape.total()) {
+            if let Err(block) = self.quotas.check(queue, gang.total) {
                 // The head of the line may take lent quota back from borrowers.
                 if reservation.is_none()
                     && blocked_queues.is_empty()
@@ -440,14 +444,6 @@ impl Engine {
                 {
                     continue;
                 }
-                let reason = PendingReason::Quota {
-                    queue: self.quotas.name(queue).to_string(),
-                    requested_gpus: gpus,
-                    used_gpus: self.quotas.usage(queue).gpus,
-                    available_gpus: self.quotas.available(queue).gpus,
-                    limit: self.quotas.describe(&block),
-                    blocked_by: self.quotas.limit_name(&block),
-                };
                 let mut reserved_at = None;
                 match mode {
                     BackfillMode::None => {
@@ -459,7 +455,25 @@ impl Engine {
                     }
                     BackfillMode::Easy => holds.hold_queue(self, queue, id, now),
                 }
-                self.set_status(id, reason, reserved_at);
+                // The same limit as last time: the reason stands, and no new one is built.
+                let limit = (block.queue, block.kind);
+                let same = |g: &GangRecord, r: &PendingReason| {
+                    g.quota_limit == Some(limit) && matches!(r, PendingReason::Quota { .. })
+                };
+                if reserved_at.is_some() || !self.keep_status(id, same) {
+                    let reason = PendingReason::Quota {
+                        queue: self.quotas.name(queue).to_string(),
+                        requested_gpus: gpus,
+                        used_gpus: self.quotas.usage(queue).gpus,
+                        available_gpus: self.quotas.available(queue).gpus,
+                        limit: self.quotas.describe(&block),
+                        blocked_by: self.quotas.limit_name(&block),
+                    };
+                    self.set_status(id, reason, reserved_at);
+                    if let Some(g) = self.gangs.get_mut(&id) {
+                        g.quota_limit = Some(limit);
+                    }
+                }
                 continue;
             }
             let request = gang.demand.clone();
@@ -472,6 +486,7 @@ impl Engine {
             let known = failed_shapes
                 .get(&request)
                 .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
+            let was_known = known.is_some();
             let placed = match known {
                 // Still true (nothing was freed since), but the free amount may have shrunk.
                 Some(PlacementFailure::Capacity { requested, .. }) => Err(PlacementFailure::Capacity {
@@ -491,8 +506,10 @@ impl Engine {
                     {
                         continue;
                     }
-                    failed_shapes.insert(request.clone(), failure.clone());
-                    self.failed_at.insert(request, (self.cluster.epoch(), failure.clone()));
+                    if !was_known {
+                        failed_shapes.insert(request.clone(), failure.clone());
+                        self.failed_at.insert(request, (self.cluster.epoch(), failure.clone()));
+                    }
                     let mut reserved_at = None;
                     match mode {
                         BackfillMode::None => {
@@ -506,7 +523,10 @@ impl Engine {
                         }
                         BackfillMode::Easy => {}
                     }
-                    self.set_status(id, failure.into(), reserved_at);
+                    let same = |_: &GangRecord, r: &PendingReason| r.steady_eq_failure(&failure);
+                    if reserved_at.is_some() || !self.keep_status(id, same) {
+                        self.set_status(id, failure.into(), reserved_at);
+                    }
                     if self.starving(id, now) {
                         // Nobody may pass a gang that has waited too long.
                         self.blanket = Some(Blanket::QueuedBehind(id));
@@ -575,9 +595,7 @@ impl Engine {
     pub(crate) fn blanket_status(&self, gang: &GangRecord) -> Option<PendingStatus> {
         let reason = match self.blanket.as_ref()? {
             Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
-            Blanket::ClusterFull(free) => {
-                PendingReason::Capacity { requested: gang.request.shape.total(), free: *free }
-            }
+            Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
         };
         Some(PendingStatus { reason, reserved_at: None })
     }

@@ -139,7 +139,7 @@ impl Engine {
                     GangState::Running { placement, .. } => Some(Candidate {
                         id: other,
                         queue: self.gangs[&other].queue,
-                        total: self.gangs[&other].request.shape.total(),
+                        total: self.gangs[&other].total,
                         placement: placement.clone(),
                         priority: self.gangs[&other].request.priority,
                         lost_work: 0,

@@ -56,6 +56,7 @@ impl Engine {
             self.cluster.release_class(hosts);
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
+        let total = shape.total();
         let estimate = request.runtime_estimate.unwrap_or(self.config.default_runtime_estimate_s).max(1);
         let arrival = self.arrivals;
         let key = (Reverse(request.priority), request.submit, request.order, arrival);
@@ -75,6 +76,7 @@ impl Engine {
                 request,
                 queue,
                 demand,
+                total,
                 gpus,
                 estimate,
                 state: GangState::Pending { status, cycle: self.cycle },
@@ -83,6 +85,7 @@ impl Engine {
                 ready: false,
                 unready_attempts: 0,
                 not_before: 0,
+                quota_limit: None,
             },
         );
         self.touch(id);
@@ -179,7 +182,7 @@ impl Engine {
     /// caller decides what becomes of it.
     fn stop_running(&mut self, id: GangId, placement: &Placement) -> Result<()> {
         let gang = &self.gangs[&id];
-        let (queue, total, priority) = (gang.queue, gang.request.shape.total(), gang.request.priority);
+        let (queue, total, priority) = (gang.queue, gang.total, gang.request.priority);
         let GangState::Running { expected_end, .. } = gang.state else { return Err(Error::NotRunning(id)) };
         self.cluster.release_placement(placement)?;
         self.quotas.refund(queue, total);
@@ -240,6 +243,22 @@ impl Engine {
         }
     }
 
+    /// Marks a pending gang as looked at in this cycle with its reason unchanged, when `same`
+    /// says its reason (looked at in the last cycle or this one, with no reservation) is the one
+    /// it would be given now. Building a reason allocates; most gangs keep theirs cycle after cycle.
+    pub(crate) fn keep_status(&mut self, id: GangId, same: impl FnOnce(&GangRecord, &PendingReason) -> bool) -> bool {
+        let cycle = self.cycle;
+        let Some(g) = self.gangs.get(&id) else { return false };
+        let GangState::Pending { status, cycle: seen } = &g.state else { return false };
+        if *seen < cycle.saturating_sub(1) || status.reserved_at.is_some() || !same(g, &status.reason) {
+            return false;
+        }
+        if let Some(GangState::Pending { cycle: seen, .. }) = self.gangs.get_mut(&id).map(|g| &mut g.state) {
+            *seen = cycle;
+        }
+        true
+    }
+
     /// Records that what the caller should say about `id` may have changed.
     pub(crate) fn touch(&mut self, id: GangId) {
         self.changed.insert(id);
@@ -265,7 +284,7 @@ impl Engine {
     pub(crate) fn run(&mut self, id: GangId, placement: &Placement, now: u64) {
         self.leave_pending(id);
         let gang = self.gangs.get_mut(&id).expect("the caller checked it");
-        self.quotas.charge(gang.queue, gang.request.shape.total());
+        self.quotas.charge(gang.queue, gang.total);
         let expected_end = now.saturating_add(gang.estimate);
         gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
         gang.ready = false;

@@ -93,8 +93,7 @@ impl Engine {
         self.running_by_queue.clear();
         for id in ids {
             let gang = &self.gangs[&id];
-            let (name, total, priority) =
-                (gang.request.queue.clone(), gang.request.shape.total(), gang.request.priority);
+            let (name, total, priority) = (gang.request.queue.clone(), gang.total, gang.request.priority);
             match gang.state {
                 GangState::Running { .. } => {
                     let q = self.quotas.keep(&name);

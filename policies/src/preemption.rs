@@ -58,7 +58,7 @@ impl Engine {
         let gang = &self.gangs[&id];
         let (queue, priority, request, barred) =
             (gang.queue, gang.request.priority, gang.demand.clone(), gang.preempted_by);
-        let total = gang.request.shape.total();
+        let total = gang.total;
         let mut victims: Vec<(i32, GangId)> = Vec::new();
         if rules.within_queue
             && let Some(running) = self.running_by_queue.get(&queue)
@@ -81,7 +81,7 @@ impl Engine {
                     GangState::Running { placement, start, .. } => Some(Candidate {
                         id: victim,
                         queue: v.queue,
-                        total: v.request.shape.total(),
+                        total: v.total,
                         placement: placement.clone(),
                         priority: p,
                         lost_work: rules.lost(now - start) * v.gpus,
@@ -93,13 +93,16 @@ impl Engine {
         if candidates.is_empty() {
             return Ok(None);
         }
-        let quotas = &self.quotas;
+        // The victims' quota is refunded on the tree itself and charged back at once.
+        let quotas = std::cell::RefCell::new(&mut self.quotas);
         let quota_ok = |gone: &[&Candidate]| {
-            let mut q = quotas.clone();
+            let mut q = quotas.borrow_mut();
             for c in gone {
                 q.refund(c.queue, c.total);
             }
-            q.check(queue, total).is_ok()
+            let ok = q.check(queue, total).is_ok();
+            q.recharge(gone.iter().map(|c| (c.queue, c.total)).collect());
+            ok
         };
         let Some(set) = preempt::choose_victims(&mut self.cluster, &request, &candidates, &quota_ok) else {
             return Ok(None);

@@ -99,6 +99,23 @@ impl PendingReason {
     }
 }
 
+impl PendingReason {
+    /// [`PendingReason::steady_eq`] against the reason `failure` would become, without building it.
+    pub fn steady_eq_failure(&self, failure: &PlacementFailure) -> bool {
+        match (self, failure) {
+            (PendingReason::Capacity { requested: a, .. }, PlacementFailure::Capacity { requested: b, .. }) => a == b,
+            (
+                PendingReason::Topology { level: a, pods: x, .. },
+                PlacementFailure::Topology { level: b, pods: y, .. },
+            ) => a == b && x == y,
+            (PendingReason::BadSlice { pods: a, size: x }, PlacementFailure::BadSlice { pods: b, size: y }) => {
+                a == b && x == y
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A pending gang's reason plus its reservation, if it holds one.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PendingStatus {

@@ -530,6 +530,35 @@ impl QuotaTree {
         self.shift(leaf, amounts(amount), true);
     }
 
+    /// Refunds `(leaf, amount)` pairs one after another until `probe` answers, then charges them
+    /// all back, so the tree ends as it began: a what-if over expected ends without copying the
+    /// tree. Returns `probe`'s answer, if it gave one.
+    pub(crate) fn replay_refunds<T>(
+        &mut self,
+        refunds: impl IntoIterator<Item = (QueueIdx, Resources)>,
+        mut probe: impl FnMut(&QuotaTree) -> Option<T>,
+    ) -> Option<T> {
+        let mut undo: Vec<(QueueIdx, Resources)> = Vec::new();
+        let mut found = None;
+        for (leaf, amount) in refunds {
+            self.refund(leaf, amount);
+            undo.push((leaf, amount));
+            found = probe(self);
+            if found.is_some() {
+                break;
+            }
+        }
+        self.recharge(undo);
+        found
+    }
+
+    /// Charges back, last first, refunds made for a what-if.
+    pub(crate) fn recharge(&mut self, refunded: Vec<(QueueIdx, Resources)>) {
+        for (leaf, amount) in refunded.into_iter().rev() {
+            self.charge(leaf, amount);
+        }
+    }
+
     /// Records that gangs of `leaf` released `amount`. Panics if that is more than it holds.
     pub fn refund(&mut self, leaf: QueueIdx, amount: Resources) {
         self.shift(leaf, amounts(amount), false);

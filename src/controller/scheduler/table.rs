@@ -2,7 +2,7 @@
 //! decision, brought into agreement with each TrainJob as it changes and with each cycle.
 
 use trainyard_policies::{Cycle, GangId, GangRequest, Submitted};
-use trainyard_topology::{HostId, TopologyRequest};
+use trainyard_topology::{GangShape, HostId, TopologyRequest};
 
 use super::codes::{moved_record, pending_message, reason_code, record_of, unknown_queue, unschedulable_code};
 use super::{CycleStats, Decision, JobEntry, JobState, SchedulingLoop};
@@ -229,7 +229,14 @@ impl SchedulingLoop {
     fn adopt(&mut self, uid: &str, intent: GangIntent, record: &AdmissionRecord, now: u64) {
         // Ids the engine freed may be handed out to stand-ins below: forget their names first.
         self.forget_reaped();
-        let request = self.request(uid, &intent);
+        let mut request = self.request(uid, &intent);
+        // A record written when the gang had other pod sets (before an MPI launcher joined its
+        // gang, say) holds the pods it placed then: they are what runs, so they are what is
+        // charged, each at the gang's largest pod.
+        if record.pods() != request.shape.pods() {
+            let shape = &request.shape;
+            request.shape = GangShape::single(record.pods(), shape.largest_pod(), shape.topology.clone());
+        }
         // A node the record names that is gone (deleted while trainyard was down) is held as a
         // removed host: its gang stays charged there, as it would have been without the restart.
         let mut stand_ins = Vec::new();

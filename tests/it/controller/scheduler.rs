@@ -177,3 +177,58 @@ fn intents_are_rendered_again_only_when_their_inputs_change() {
     job.metadata.labels.get_or_insert_default().insert("team".into(), "x".into());
     assert!(cache.intent(&job, &absent, &ctx, 2).is_err(), "a changed label is looked at again");
 }
+
+/// A launcher (1 GPU) and its workers (2 x 8 GPUs), the launcher's replicated job first.
+fn launcher_and_workers() -> GangIntent {
+    use trainyard_topology::PodSetShape;
+    let set = |name: &str, pods: u32, gpus: u64| PodSetShape {
+        name: name.into(),
+        pods,
+        pod: Resources::gpus(gpus),
+        topology: TopologyRequest::Unconstrained,
+        slice: None,
+    };
+    let mut i = intent(1, TopologyRequest::Unconstrained, false);
+    i.shape =
+        GangShape { sets: vec![set("launcher", 1, 1), set("node", 2, 8)], topology: TopologyRequest::Unconstrained };
+    i
+}
+
+#[test]
+fn a_gang_of_pod_sets_is_recorded_set_by_set_and_adopted_where_it_runs() {
+    let mut s = looped();
+    let gang = launcher_and_workers();
+    let (d, _) = s.cycle(&[entry("m", 1, JobState::Waiting(gang.clone()))], 10);
+    let Some(Decision::Admit(record)) = d.get("ns/m").cloned() else { panic!("{d:?}") };
+    assert_eq!(record.pods(), 3);
+    // Slot 0 is the launcher's: its host keeps 7 GPUs free, the workers' hosts none.
+    let slots = record.slots();
+    let engine = s.engine();
+    let free_on = |name: &str| {
+        let topo = engine.cluster().topology();
+        let host = topo.hosts().find(|&h| topo.host_name(h) == name).unwrap();
+        engine.cluster().host_free(host).gpus
+    };
+    assert_eq!(free_on(slots[0]), 7, "{record:?}");
+    assert_eq!((free_on(slots[1]), free_on(slots[2])), (0, 0), "{record:?}");
+    // A new process takes it back exactly: 32 - 17 GPUs free.
+    let mut again = looped();
+    let (d, _) = again.cycle(&[entry("m", 1, JobState::Admitted(gang, record))], 20);
+    assert_eq!(d.get("ns/m"), Some(&Decision::Running));
+    assert_eq!(again.engine().cluster().total_free().gpus, 32 - 17);
+}
+
+#[test]
+fn a_record_from_before_the_gang_had_its_launcher_is_charged_for_the_pods_it_placed() {
+    let mut s = looped();
+    let old = trainyard::controller::admission::AdmissionRecord {
+        nodes: vec![("host-0".into(), 1), ("host-1".into(), 1)],
+        domain: None,
+        at: 5,
+        cost: 0,
+        slurm: false,
+    };
+    let (d, _) = s.cycle(&[entry("m", 1, JobState::Admitted(launcher_and_workers(), old))], 20);
+    assert_eq!(d.get("ns/m"), Some(&Decision::Running));
+    assert_eq!(s.engine().cluster().total_free().gpus, 32 - 16, "two recorded pods at the largest pod shape");
+}
