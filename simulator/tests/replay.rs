@@ -221,3 +221,28 @@ fn fragmentation_of_a_hand_built_replay() {
     assert_eq!(series[100], (100, 0.0, 26.0));
     assert_eq!(series[149], (149, 0.0, 28.0));
 }
+
+#[test]
+fn a_mixed_trace_of_pod_sets_and_slices_replays_whole_gangs_deterministically() {
+    let text = "id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology,slice,pod_sets\n\
+        single,0,600,,a,0,4,8,0,0,required:rack,,\n\
+        sliced,0,900,,a,0,16,8,0,0,required:block,rack:4,\n\
+        leader,10,600,,b,0,8,8,0,0,,,leader=1x1 required=rack\n\
+        mpi,20,300,,b,0,2,8,0,0,required:rack,,launcher=1x0 cpu_milli=2000\n\
+        wide,30,1200,,a,1,31,8,0,0,required:block,host:1,head=1x8 required=rack\n\
+        never,50,60,,a,0,32,8,0,0,required:block,,head=1x8\n\
+        small,40,60,,b,0,1,1,0,0,,,\n";
+    let jobs = read_trace(TraceFormat::Csv, text.as_bytes(), "mixed.csv", &ReadOptions::default()).unwrap().jobs;
+    assert_eq!(jobs.iter().filter(|j| !j.gang.is_simple()).count(), 5);
+    let first = run("demo", "easy-backfill", &jobs, EstimateSource::Actual);
+    let second = run("demo", "easy-backfill", &jobs, EstimateSource::Actual);
+    assert_eq!(first.outcomes, second.outcomes, "a replay of rich gangs repeats");
+    for o in &first.outcomes {
+        let runs = o.job.id != "never";
+        assert_eq!(matches!(o.fate, Fate::Finished { .. }), runs, "{}: {:?}", o.job.id, o.fate);
+    }
+    // `never` needs 33 8-GPU pods in one block of 32 hosts: refused, never placed in part.
+    let context = ReportContext { cluster: "demo".into(), cluster_gpus: 512, ..ReportContext::default() };
+    let json = Report::new(context, &first.outcomes, 512).to_json();
+    assert!(json.contains("\"jobs\""), "{json}");
+}

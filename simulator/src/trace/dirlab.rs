@@ -23,7 +23,7 @@ const COLUMNS: &[&str] = &["u_id", "user", "gpu_num", "cpu_num", "node_num", "in
 /// Reads every row into the collector, submit times already relative to the first row.
 pub(crate) fn read(input: impl Read, coll: &mut Collector<'_>, gpus_per_host: u32) -> Result<(), TraceError> {
     let mut clock: u64 = 0;
-    read_rows(input, coll, COLUMNS, false, |row| {
+    read_rows(input, coll, COLUMNS, &[], false, |row| {
         let interval = row.get("interval", whole)?;
         clock = clock
             .checked_add(interval)

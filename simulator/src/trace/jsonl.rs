@@ -3,7 +3,8 @@
 //! One JSON object per line with the keys of the CSV format: `id`,
 //! `submit_s`, `runtime_s`, `tenant`, `pods` and `gpus_per_pod` are
 //! required; `runtime_estimate_s` and `topology` may be absent or `null`;
-//! `priority`, `cpu_milli_per_pod` and `memory_mib_per_pod` default to 0.
+//! `priority`, `cpu_milli_per_pod` and `memory_mib_per_pod` default to 0;
+//! `slice` and `pod_sets` (strings, as in the CSV format) may be absent.
 //! Unknown keys are errors. Blank lines are skipped. Every error names the
 //! line and, when one key is at fault, that key.
 
@@ -15,7 +16,7 @@ use trainyard_topology::TopologyRequest;
 
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
-use super::native::{COLUMNS, NativeRow, topology};
+use super::native::{COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology};
 use crate::job::TraceJob;
 
 /// Reads every line into the collector.
@@ -48,8 +49,9 @@ fn parse_line(text: &str, line: u64) -> Result<TraceJob, RowError> {
     let Value::Object(map) = value else {
         return Err(RowError::row(line, format!("expected a JSON object, found {}", kind(&value))));
     };
-    if let Some(key) = map.keys().find(|k| !COLUMNS.contains(&k.as_str())) {
-        let message = format!("unknown field, expected one of {}", COLUMNS.join(", "));
+    let known = |k: &str| COLUMNS.contains(&k) || OPTIONAL_COLUMNS.contains(&k);
+    if let Some(key) = map.keys().find(|k| !known(k.as_str())) {
+        let message = format!("unknown field, expected one of {}, {}", COLUMNS.join(", "), OPTIONAL_COLUMNS.join(", "));
         return Err(RowError::field(line, key.as_str(), message));
     }
     let f = Fields { map: &map, line };
@@ -65,6 +67,8 @@ fn parse_line(text: &str, line: u64) -> Result<TraceJob, RowError> {
         cpu_milli_per_pod: f.optional("cpu_milli_per_pod", whole, 0)?,
         memory_mib_per_pod: f.optional("memory_mib_per_pod", whole, 0)?,
         topology: f.optional("topology", |v| topology(&string(v)?), TopologyRequest::Unconstrained)?,
+        slice: f.optional("slice", |v| slice(&string(v)?), None)?,
+        pod_sets: f.optional("pod_sets", |v| pod_sets(&string(v)?), Vec::new())?,
     };
     parsed.into_job(line)
 }
@@ -153,6 +157,10 @@ struct JsonRow<'a> {
     cpu_milli_per_pod: u64,
     memory_mib_per_pod: u64,
     topology: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    slice: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pod_sets: String,
 }
 
 /// Writes the jobs, in the given order, one JSON object per line.
@@ -160,6 +168,7 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
     let fail = |error: io::Error| TraceError::Write { format: "jsonl", error };
     let mut out = io::BufWriter::new(out);
     for job in jobs {
+        let native = NativeRow::from_job(job);
         let row = JsonRow {
             id: &job.id,
             submit_s: job.submit,
@@ -167,11 +176,13 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             runtime_estimate_s: job.runtime_estimate,
             tenant: &job.tenant,
             priority: job.priority,
-            pods: job.gang.pods(),
-            gpus_per_pod: job.gang.sets[0].pod.gpus,
-            cpu_milli_per_pod: job.gang.sets[0].pod.cpu_milli,
-            memory_mib_per_pod: job.gang.sets[0].pod.memory_mib,
-            topology: job.gang.topology.to_string(),
+            pods: native.pods,
+            gpus_per_pod: native.gpus_per_pod,
+            cpu_milli_per_pod: native.cpu_milli_per_pod,
+            memory_mib_per_pod: native.memory_mib_per_pod,
+            topology: native.topology.to_string(),
+            slice: slice_text(native.slice.as_ref()),
+            pod_sets: pod_sets_text(&native.pod_sets),
         };
         serde_json::to_writer(&mut out, &row).map_err(|e| fail(io::Error::from(e)))?;
         out.write_all(b"\n").map_err(fail)?;
@@ -221,7 +232,7 @@ mod tests {
             (r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1}"#, "field `gpus_per_pod`: missing"),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1,"gpus_per_pod":1,"colour":"red"}"#,
-                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology",
+                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets",
             ),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":0,"gpus_per_pod":1}"#,
@@ -264,5 +275,30 @@ mod tests {
         let mut out = Vec::new();
         write_jsonl(&jobs, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+
+    #[test]
+    fn pod_sets_and_slices_read_and_write_back() {
+        let text = r#"{"id":"g","submit_s":0,"runtime_s":60,"tenant":"t","pods":8,"gpus_per_pod":8,"slice":"rack:4","pod_sets":"leader=1x1 required=rack"}
+{"id":"h","submit_s":1,"runtime_s":60,"tenant":"t","pods":1,"gpus_per_pod":1}
+"#;
+        let jobs = read(text, false).unwrap().jobs;
+        let g = &jobs[0].gang;
+        assert_eq!(g.sets.len(), 2);
+        assert_eq!((g.sets[0].slice.as_ref().map(|s| s.size), g.sets[1].name.as_str()), (Some(4), "leader"));
+        let mut out = Vec::new();
+        write_jsonl(&jobs, &mut out).unwrap();
+        let written = String::from_utf8(out).unwrap();
+        assert!(
+            written.lines().nth(1).is_some_and(|l| !l.contains("pod_sets")),
+            "one-set rows stay as they were: {written}"
+        );
+        let again = read(&written, false).unwrap().jobs;
+        assert_eq!(again[0].gang, jobs[0].gang);
+        let bad = r#"{"id":"g","submit_s":0,"runtime_s":60,"tenant":"t","pods":6,"gpus_per_pod":8,"slice":"rack:4"}"#;
+        assert_eq!(
+            read(bad, false).unwrap_err().to_string(),
+            "jobs.jsonl: line 1: field `slice`: pod set \"main\": 6 pods do not divide into slices of 4"
+        );
     }
 }

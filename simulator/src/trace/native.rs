@@ -1,6 +1,6 @@
 //! trainyard's own trace schema, shared by the `csv` and `jsonl` formats: field names, checks, conversion.
 
-use trainyard_topology::{GangShape, Resources, TopologyRequest};
+use trainyard_topology::{GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 use super::error::RowError;
 use crate::job::TraceJob;
@@ -20,6 +20,10 @@ pub(crate) const COLUMNS: [&str; 11] = [
     "topology",
 ];
 
+/// Columns a row may have besides those: the main set's slices, and the gang's other pod sets.
+/// Files without them read as before; writers add them only when some job needs them.
+pub(crate) const OPTIONAL_COLUMNS: [&str; 2] = ["slice", "pod_sets"];
+
 /// One row of the schema, each field parsed but not yet checked as a whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct NativeRow {
@@ -34,11 +38,19 @@ pub(crate) struct NativeRow {
     pub cpu_milli_per_pod: u64,
     pub memory_mib_per_pod: u64,
     pub topology: TopologyRequest,
+    /// Slices of the row's own pods (`pods` x the per-pod columns, the set named `main`).
+    pub slice: Option<SliceRequest>,
+    /// The gang's other pod sets.
+    pub pod_sets: Vec<PodSetShape>,
 }
+
+/// Name of the pod set a row's own columns describe.
+pub(crate) const MAIN_SET: &str = "main";
 
 impl NativeRow {
     /// The row a writer emits for `job`.
     pub fn from_job(job: &TraceJob) -> Self {
+        let main = &job.gang.sets[0];
         NativeRow {
             id: job.id.clone(),
             submit_s: job.submit,
@@ -46,12 +58,19 @@ impl NativeRow {
             runtime_estimate_s: job.runtime_estimate,
             tenant: job.tenant.clone(),
             priority: job.priority,
-            pods: job.gang.pods(),
-            gpus_per_pod: job.gang.largest_pod().gpus,
-            cpu_milli_per_pod: job.gang.largest_pod().cpu_milli,
-            memory_mib_per_pod: job.gang.largest_pod().memory_mib,
+            pods: main.pods,
+            gpus_per_pod: main.pod.gpus,
+            cpu_milli_per_pod: main.pod.cpu_milli,
+            memory_mib_per_pod: main.pod.memory_mib,
             topology: job.gang.topology.clone(),
+            slice: main.slice.clone(),
+            pod_sets: job.gang.sets[1..].to_vec(),
         }
+    }
+
+    /// Whether the row needs the optional columns.
+    pub fn is_rich(&self) -> bool {
+        self.slice.is_some() || !self.pod_sets.is_empty()
     }
 
     /// Checks the row (non-empty id and tenant, runtimes of at least 1 s,
@@ -81,6 +100,7 @@ impl NativeRow {
         if pod.is_zero() {
             return bad("gpus_per_pod", "a pod must ask for GPUs, CPU or memory, but all three are 0");
         }
+        let gang = self.gang(pod, line)?;
         Ok(TraceJob {
             id: self.id,
             submit: self.submit_s,
@@ -88,10 +108,119 @@ impl NativeRow {
             runtime_estimate: self.runtime_estimate_s,
             tenant: self.tenant,
             priority: self.priority,
-            gang: GangShape::single(self.pods, pod, self.topology),
+            gang,
             line,
         })
     }
+
+    /// The gang: the row's own set, then its other pod sets, checked as a whole.
+    fn gang(&self, pod: Resources, line: u64) -> Result<GangShape, RowError> {
+        let main = PodSetShape {
+            name: MAIN_SET.into(),
+            pods: self.pods,
+            pod,
+            topology: TopologyRequest::Unconstrained,
+            slice: self.slice.clone(),
+        };
+        let sets: Vec<PodSetShape> = std::iter::once(main).chain(self.pod_sets.iter().cloned()).collect();
+        let shape = GangShape { sets, topology: self.topology.clone() };
+        shape.validate().map_err(|e| {
+            let field = if e.set.as_deref() == Some(MAIN_SET) && self.pod_sets.iter().all(|s| s.name != MAIN_SET) {
+                "slice"
+            } else {
+                "pod_sets"
+            };
+            RowError::field(line, field, e.to_string())
+        })?;
+        Ok(shape)
+    }
+}
+
+/// The text form of a slice request, `<level>:<size>`; empty means none.
+pub(crate) fn slice(text: &str) -> Result<Option<SliceRequest>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = || format!("{text:?} is not a slice; write <level>:<pods per slice>, e.g. rack:4");
+    let (level, size) = text.rsplit_once(':').ok_or_else(bad)?;
+    let size: u32 = size.trim().parse().map_err(|_| bad())?;
+    if level.trim().is_empty() || size == 0 {
+        return Err(bad());
+    }
+    Ok(Some(SliceRequest { level: level.trim().to_string(), size }))
+}
+
+/// The text of a slice request.
+pub(crate) fn slice_text(slice: Option<&SliceRequest>) -> String {
+    slice.map(|s| format!("{}:{}", s.level, s.size)).unwrap_or_default()
+}
+
+/// The text form of pod sets: `;`-separated sets, each `<name>=<pods>x<gpus per pod>` followed by
+/// optional space-separated `cpu_milli=<n>`, `memory_mib=<n>`, `required=<level>` (the set alone
+/// inside one domain of that level) and `slice=<level>:<size>`; no commas, so a CSV field needs
+/// no quotes. Empty means no other sets.
+pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
+    let mut sets = Vec::new();
+    for (i, part) in text.split(';').map(str::trim).enumerate().filter(|(_, p)| !p.is_empty()) {
+        let at = |message: String| format!("pod set {} ({part:?}): {message}", i + 1);
+        let mut attrs = part.split_whitespace();
+        let head = attrs.next().unwrap_or_default();
+        let (name, size) = head.split_once('=').ok_or_else(|| at("write <name>=<pods>x<gpus per pod>".into()))?;
+        let (pods, gpus) = size.split_once('x').ok_or_else(|| at("write <name>=<pods>x<gpus per pod>".into()))?;
+        let number = |what: &str, t: &str| {
+            t.trim().parse::<u64>().map_err(|_| at(format!("{what} {t:?} is not a whole number")))
+        };
+        let pods = u32::try_from(number("pods", pods)?).map_err(|_| at("too many pods".into()))?;
+        if pods == 0 {
+            return Err(at("a pod set needs at least 1 pod".into()));
+        }
+        let mut set = PodSetShape {
+            name: name.trim().to_string(),
+            pods,
+            pod: Resources::gpus(number("gpus", gpus)?),
+            topology: TopologyRequest::Unconstrained,
+            slice: None,
+        };
+        for attr in attrs {
+            let (key, value) = attr.split_once('=').ok_or_else(|| at(format!("{attr:?} is not <key>=<value>")))?;
+            match key.trim() {
+                "cpu_milli" => set.pod.cpu_milli = number("cpu_milli", value)?,
+                "memory_mib" => set.pod.memory_mib = number("memory_mib", value)?,
+                "required" if !value.trim().is_empty() => set.topology = TopologyRequest::Required(value.trim().into()),
+                "slice" => set.slice = slice(value).map_err(at)?,
+                other => {
+                    return Err(at(format!("unknown key {other:?}; use cpu_milli, memory_mib, required or slice")));
+                }
+            }
+        }
+        if set.pod.is_zero() {
+            return Err(at("a pod must ask for GPUs, CPU or memory".into()));
+        }
+        sets.push(set);
+    }
+    Ok(sets)
+}
+
+/// The text of pod sets, as [`pod_sets`] reads it.
+pub(crate) fn pod_sets_text(sets: &[PodSetShape]) -> String {
+    let one = |s: &PodSetShape| {
+        let mut text = format!("{}={}x{}", s.name, s.pods, s.pod.gpus);
+        if s.pod.cpu_milli > 0 {
+            text.push_str(&format!(" cpu_milli={}", s.pod.cpu_milli));
+        }
+        if s.pod.memory_mib > 0 {
+            text.push_str(&format!(" memory_mib={}", s.pod.memory_mib));
+        }
+        if let TopologyRequest::Required(level) = &s.topology {
+            text.push_str(&format!(" required={level}"));
+        }
+        if let Some(slice) = &s.slice {
+            text.push_str(&format!(" slice={}:{}", slice.level, slice.size));
+        }
+        text
+    };
+    sets.iter().map(one).collect::<Vec<_>>().join(";")
 }
 
 /// The text form of a topology request; empty means unconstrained.

@@ -1,7 +1,9 @@
 //! trainyard's own CSV trace format: reader and writer.
 //!
 //! Header (column order is free, but no column may be missing or unknown):
-//! `id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology`.
+//! `id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology`,
+//! and optionally `slice` (`<level>:<size>`: the row's pods in slices, each inside one domain)
+//! and `pod_sets` (the gang's other pod sets, see `native::pod_sets`).
 //! Submit times are taken as written. `runtime_estimate_s` and `topology` may
 //! be empty (no estimate, unconstrained); empty `priority`,
 //! `cpu_milli_per_pod` and `memory_mib_per_pod` mean 0. `priority` may be
@@ -13,13 +15,13 @@ use std::io::{self, Read, Write};
 
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
-use super::native::{COLUMNS, NativeRow, topology};
+use super::native::{COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology};
 use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
 use crate::job::TraceJob;
 
 /// Reads every row into the collector.
 pub(crate) fn read(input: impl Read, coll: &mut Collector<'_>) -> Result<(), TraceError> {
-    read_rows(input, coll, &COLUMNS, true, parse_row)
+    read_rows(input, coll, &COLUMNS, &OPTIONAL_COLUMNS, true, parse_row)
 }
 
 /// `parse` applied to a non-empty text, `default` for an empty one.
@@ -40,6 +42,8 @@ fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
         cpu_milli_per_pod: row.get("cpu_milli_per_pod", or_default(0, whole))?,
         memory_mib_per_pod: row.get("memory_mib_per_pod", or_default(0, whole))?,
         topology: row.get("topology", topology)?,
+        slice: row.get_optional("slice", slice)?,
+        pod_sets: row.get_optional("pod_sets", pod_sets)?,
     };
     parsed.into_job(row.line)
 }
@@ -48,24 +52,30 @@ fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
 pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError> {
     let fail = |e: csv::Error| TraceError::Write { format: "csv", error: io::Error::from(e) };
     let mut writer = csv::WriterBuilder::new().terminator(csv::Terminator::Any(b'\n')).from_writer(out);
-    writer.write_record(COLUMNS).map_err(fail)?;
-    for job in jobs {
-        let r = NativeRow::from_job(job);
-        writer
-            .write_record([
-                r.id,
-                r.submit_s.to_string(),
-                r.runtime_s.to_string(),
-                r.runtime_estimate_s.map(|s| s.to_string()).unwrap_or_default(),
-                r.tenant,
-                r.priority.to_string(),
-                r.pods.to_string(),
-                r.gpus_per_pod.to_string(),
-                r.cpu_milli_per_pod.to_string(),
-                r.memory_mib_per_pod.to_string(),
-                r.topology.to_string(),
-            ])
-            .map_err(fail)?;
+    let rows: Vec<NativeRow> = jobs.iter().map(NativeRow::from_job).collect();
+    // Files of one-set gangs keep the columns every earlier reader knows.
+    let rich = rows.iter().any(NativeRow::is_rich);
+    let mut header: Vec<&str> = COLUMNS.to_vec();
+    if rich {
+        header.extend(OPTIONAL_COLUMNS);
+    }
+    writer.write_record(&header).map_err(fail)?;
+    for r in rows {
+        let extra = rich.then(|| [slice_text(r.slice.as_ref()), pod_sets_text(&r.pod_sets)]);
+        let fields = [
+            r.id,
+            r.submit_s.to_string(),
+            r.runtime_s.to_string(),
+            r.runtime_estimate_s.map(|s| s.to_string()).unwrap_or_default(),
+            r.tenant,
+            r.priority.to_string(),
+            r.pods.to_string(),
+            r.gpus_per_pod.to_string(),
+            r.cpu_milli_per_pod.to_string(),
+            r.memory_mib_per_pod.to_string(),
+            r.topology.to_string(),
+        ];
+        writer.write_record(fields.into_iter().chain(extra.into_iter().flatten())).map_err(fail)?;
     }
     writer.flush().map_err(|error| TraceError::Write { format: "csv", error })
 }
@@ -204,5 +214,65 @@ mod tests {
         let mut out = Vec::new();
         write_csv(&jobs, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), text);
+    }
+
+    const RICH_HEADER: &str = "id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology,slice,pod_sets\n";
+
+    #[test]
+    fn pod_sets_and_slices_read_and_write_back() {
+        let text = format!(
+            "{RICH_HEADER}a,0,60,,t,0,8,8,0,0,required:block,rack:4,\n\
+             b,0,60,,t,0,16,8,0,0,,,launcher=1x0 cpu_milli=4000;workers=4x8 required=rack slice=host:2\n\
+             c,1,60,,t,0,1,8,0,0,,,\n"
+        );
+        let jobs = read(&text, false).unwrap().jobs;
+        let sets = |i: usize| jobs[i].gang.sets.iter().map(|s| (s.name.as_str(), s.pods)).collect::<Vec<_>>();
+        assert_eq!(
+            jobs[0].gang.sets[0].slice,
+            Some(trainyard_topology::SliceRequest { level: "rack".into(), size: 4 })
+        );
+        assert_eq!(sets(1), [("main", 16), ("launcher", 1), ("workers", 4)]);
+        let workers = &jobs[1].gang.sets[2];
+        assert_eq!(workers.topology, TopologyRequest::Required("rack".into()));
+        assert_eq!(workers.slice.as_ref().map(|s| s.size), Some(2));
+        assert_eq!(jobs[1].gang.sets[1].pod, Resources { gpus: 0, cpu_milli: 4000, memory_mib: 0 });
+        assert!(jobs[2].gang.is_simple());
+        let mut out = Vec::new();
+        write_csv(&jobs, &mut out).unwrap();
+        let again = read(&String::from_utf8(out).unwrap(), false).unwrap().jobs;
+        assert_eq!(again.iter().map(|j| &j.gang).collect::<Vec<_>>(), jobs.iter().map(|j| &j.gang).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bad_pod_sets_name_line_and_field() {
+        let good = "ok,0,60,,t,0,1,1,0,0,,,\n";
+        let cases = [
+            ("x,0,60,,t,0,6,1,0,0,,rack:4,", "field `slice`: pod set \"main\": 6 pods do not divide into slices of 4"),
+            (
+                "x,0,60,,t,0,1,1,0,0,,rack,",
+                "field `slice`: \"rack\" is not a slice; write <level>:<pods per slice>, e.g. rack:4",
+            ),
+            ("x,0,60,,t,0,1,1,0,0,,,w=1x1;w=2x1", "field `pod_sets`: pod set \"w\": two pod sets have this name"),
+            ("x,0,60,,t,0,1,1,0,0,,,main=1x1", "field `pod_sets`: pod set \"main\": two pod sets have this name"),
+            ("x,0,60,,t,0,1,1,0,0,,,w=0x1", "field `pod_sets`: pod set 1 (\"w=0x1\"): a pod set needs at least 1 pod"),
+            (
+                "x,0,60,,t,0,1,1,0,0,,,w=2x1 colour=red",
+                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required or slice",
+            ),
+            ("x,0,60,,t,0,1,1,0,0,,,w", "field `pod_sets`: pod set 1 (\"w\"): write <name>=<pods>x<gpus per pod>"),
+        ];
+        for (row, message) in cases {
+            let text = format!("{RICH_HEADER}{good}{row}\n");
+            assert_eq!(read(&text, false).unwrap_err().to_string(), format!("jobs.csv: line 3: {message}"), "{row}");
+        }
+    }
+
+    #[test]
+    fn files_of_one_set_gangs_are_written_without_the_new_columns() {
+        let text = format!("{RICH_HEADER}a,0,60,,t,0,2,8,0,0,unconstrained,,\n");
+        let jobs = read(&text, false).unwrap().jobs;
+        let mut out = Vec::new();
+        write_csv(&jobs, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), format!("{HEADER}a,0,60,,t,0,2,8,0,0,unconstrained\n"));
     }
 }

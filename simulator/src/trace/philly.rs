@@ -22,7 +22,7 @@ const COLUMNS: &[&str] = &["timestamp", "duration", "num_gpus", "cluster"];
 /// Reads every row into the collector; submit times are absolute (seconds
 /// since 0001-01-01) and must be shifted by the caller's `finish(true)`.
 pub(crate) fn read(input: impl Read, coll: &mut Collector<'_>, gpus_per_host: u32) -> Result<(), TraceError> {
-    read_rows(input, coll, COLUMNS, false, |row| parse_row(row, gpus_per_host))
+    read_rows(input, coll, COLUMNS, &[], false, |row| parse_row(row, gpus_per_host))
 }
 
 fn parse_row(row: &Row<'_>, gpus_per_host: u32) -> Result<TraceJob, RowError> {

@@ -34,6 +34,17 @@ impl<'a> Row<'a> {
     pub fn get<T>(&self, field: &'static str, parse: impl FnOnce(&'a str) -> Result<T, String>) -> Result<T, RowError> {
         parse(self.text(field)?).map_err(|message| RowError::field(self.line, field, message))
     }
+
+    /// An optional column parsed by `parse`; a file without the column reads as an empty field.
+    pub fn get_optional<T>(
+        &self,
+        field: &'static str,
+        parse: impl FnOnce(&'a str) -> Result<T, String>,
+    ) -> Result<T, RowError> {
+        let present = self.columns.iter().any(|(name, _)| *name == field);
+        let text = if present { self.text(field)? } else { "" };
+        parse(text).map_err(|message| RowError::field(self.line, field, message))
+    }
 }
 
 /// Walks a CSV table: checks that the header has every column of `required`
@@ -44,6 +55,7 @@ pub(crate) fn read_rows<R: Read>(
     input: R,
     coll: &mut Collector<'_>,
     required: &[&'static str],
+    optional: &[&'static str],
     strict: bool,
     mut parse: impl FnMut(&Row<'_>) -> Result<TraceJob, RowError>,
 ) -> Result<(), TraceError> {
@@ -70,7 +82,8 @@ pub(crate) fn read_rows<R: Read>(
         });
     }
     if strict {
-        let unknown: Vec<String> = names.iter().filter(|n| !required.contains(&n.as_str())).cloned().collect();
+        let known = |n: &String| required.contains(&n.as_str()) || optional.contains(&n.as_str());
+        let unknown: Vec<String> = names.iter().filter(|n| !known(n)).cloned().collect();
         if !unknown.is_empty() {
             return Err(TraceError::UnknownColumns {
                 input: coll.input().to_string(),
@@ -81,7 +94,7 @@ pub(crate) fn read_rows<R: Read>(
         }
     }
     let columns: Vec<(&'static str, usize)> =
-        required.iter().filter_map(|r| names.iter().position(|n| n == r).map(|i| (*r, i))).collect();
+        required.iter().chain(optional).filter_map(|r| names.iter().position(|n| n == r).map(|i| (*r, i))).collect();
     let width = names.len();
     while next_record(&mut reader, &mut record, coll)? {
         let line = line_of(&mut reader, &record);
