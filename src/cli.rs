@@ -181,6 +181,11 @@ pub struct SynthArgs {
     /// Level named in the gangs' topology requests.
     #[arg(long, default_value = "rack", value_name = "LEVEL")]
     pub rack_level: String,
+    /// Percent of jobs (0-100) made rich: even multi-host gangs cut into slices of 2 hosts inside
+    /// one rack, the others given a 1-GPU leader pod set (written in the `slice` and `pod_sets`
+    /// columns).
+    #[arg(long, default_value_t = 0, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub rich: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = SynthFormat::Csv)]
     pub format: SynthFormat,

@@ -23,6 +23,7 @@ pub fn run(args: &SynthArgs) -> Result<()> {
         mean_interarrival_s: args.mean_interarrival,
         gpus_per_host: args.gpus_per_host,
         rack_level: args.rack_level.clone(),
+        rich_percent: args.rich,
     };
     let jobs = trace::synthesize(&config);
     let mut out: Box<dyn Write> = match &args.out {

@@ -136,6 +136,22 @@ pub struct Summary {
     pub by_size_class: Vec<GroupStats>,
     /// Per tenant, sorted by tenant name.
     pub by_tenant: Vec<GroupStats>,
+    /// Per gang shape (`one pod set`, `one pod set, sliced`, `several pod sets`), in that
+    /// order; empty, and left out of the JSON, when every gang is one plain pod set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_gang_shape: Vec<GroupStats>,
+}
+
+/// The gang shapes [`Summary::by_gang_shape`] groups by.
+pub const GANG_SHAPES: [&str; 3] = ["one pod set", "one pod set, sliced", "several pod sets"];
+
+/// Position of a gang's shape in [`GANG_SHAPES`].
+fn gang_shape_index(gang: &trainyard_topology::GangShape) -> usize {
+    match gang.sets.as_slice() {
+        [s] if s.slice.is_none() => 0,
+        [_] => 1,
+        _ => 2,
+    }
 }
 
 /// Running totals for one group while the outcomes are scanned.
@@ -195,6 +211,7 @@ impl Summary {
         let mut all = Acc::default();
         let mut classes: [Acc; SIZE_CLASSES.len()] = Default::default();
         let mut tenants: BTreeMap<&str, Acc> = BTreeMap::new();
+        let mut shapes: [Acc; GANG_SHAPES.len()] = Default::default();
         let mut backfilled = 0u64;
         let mut first_submit: Option<u64> = None;
         let mut last_end: Option<u64> = None;
@@ -203,6 +220,7 @@ impl Summary {
             all.add(outcome);
             classes[size_class_index(outcome.job.gpus())].add(outcome);
             tenants.entry(outcome.job.tenant.as_str()).or_default().add(outcome);
+            shapes[gang_shape_index(&outcome.job.gang)].add(outcome);
             first_submit = Some(first_submit.map_or(outcome.job.submit, |s| s.min(outcome.job.submit)));
             if let Fate::Finished { end, backfilled: bf, .. } = outcome.fate {
                 last_end = Some(last_end.map_or(end, |e| e.max(end)));
@@ -224,6 +242,17 @@ impl Summary {
             .map(|(acc, name)| acc.into_stats(name.to_string()))
             .collect();
         let by_tenant = tenants.into_iter().map(|(name, acc)| acc.into_stats(name.to_string())).collect();
+        let rich = shapes[1..].iter().any(|acc| acc.jobs > 0);
+        let by_gang_shape = if rich {
+            shapes
+                .into_iter()
+                .zip(GANG_SHAPES)
+                .filter(|(acc, _)| acc.jobs > 0)
+                .map(|(acc, name)| acc.into_stats(name.to_string()))
+                .collect()
+        } else {
+            Vec::new()
+        };
 
         let summary = Summary {
             jobs: all.jobs,
@@ -237,6 +266,7 @@ impl Summary {
             jct: Distribution::from_samples(&all.jcts),
             by_size_class,
             by_tenant,
+            by_gang_shape,
         };
         debug_assert_eq!(summary.finished + summary.unschedulable, summary.jobs);
         debug_assert_eq!(summary.jobs, outcomes.len() as u64);

@@ -206,6 +206,7 @@ impl Report {
         let mut rows = vec![distribution_row("all".to_string(), all)];
         rows.extend(s.by_size_class.iter().map(|g| distribution_row(format!("size {}", g.name), pick(g))));
         rows.extend(s.by_tenant.iter().map(|g| distribution_row(format!("tenant {}", clean(&g.name)), pick(g))));
+        rows.extend(s.by_gang_shape.iter().map(|g| distribution_row(format!("gangs: {}", g.name), pick(g))));
         let header = ["group", "jobs", "mean", "p50", "p95", "p99", "p99.9", "max"];
         let mut right = [true; 8];
         right[0] = false;

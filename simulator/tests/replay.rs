@@ -244,5 +244,12 @@ fn a_mixed_trace_of_pod_sets_and_slices_replays_whole_gangs_deterministically() 
     // `never` needs 33 8-GPU pods in one block of 32 hosts: refused, never placed in part.
     let context = ReportContext { cluster: "demo".into(), cluster_gpus: 512, ..ReportContext::default() };
     let json = Report::new(context, &first.outcomes, 512).to_json();
-    assert!(json.contains("\"jobs\""), "{json}");
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let shapes: Vec<(&str, u64)> = report["summary"]["by_gang_shape"]
+        .as_array()
+        .expect("a trace of rich gangs is broken down by gang shape")
+        .iter()
+        .map(|g| (g["name"].as_str().unwrap(), g["jobs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(shapes, [("one pod set", 2), ("one pod set, sliced", 1), ("several pod sets", 4)]);
 }

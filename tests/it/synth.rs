@@ -79,3 +79,16 @@ fn synthetic_csv_and_jsonl_traces_replay_identically() {
     assert_eq!(csv.lines().count() + 2, reports[0].lines().count(), "exactly the two context lines differ");
     assert!(csv == jsonl, "csv and jsonl replays differ beyond the trace name and format");
 }
+
+#[test]
+fn rich_gangs_are_written_in_the_pod_set_columns_and_replay() {
+    let dir = TempDir::create();
+    let text = synth(&dir, "rich.csv", &["--jobs", "200", "--rich", "40"]);
+    assert_eq!(text.lines().next(), Some(format!("{CSV_HEADER},slice,pod_sets").as_str()));
+    assert!(text.contains("leader=1x1"), "{text}");
+    let run = trainyard(&["simulate", "--trace", &arg(&dir.path("rich.csv"))]);
+    run.assert_success();
+    let bad = trainyard(&["trace", "synth", "--rich", "101"]);
+    assert!(!bad.status.success());
+    assert!(bad.stderr.contains("--rich"), "{}", bad.stderr);
+}

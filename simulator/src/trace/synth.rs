@@ -19,6 +19,11 @@
 //!   `required:<rack_level>`; single-pod jobs are unconstrained.
 //! - **runtime estimate**: for half of the jobs, the runtime rounded up to the
 //!   next 15 minutes; none for the others.
+//! - **rich gangs** (`rich_percent` of the jobs, none by default): a gang of an even
+//!   number of hosts is cut into slices of 2 hosts, each inside one domain of the rack
+//!   level; any other job gets a second pod set, a 1-GPU `leader` (4 cores, 16 GiB) that is
+//!   placed with it. With 0 the stream of draws, and so the trace, is the one of earlier
+//!   versions.
 //!
 //! The generator uses only integer arithmetic and IEEE basic operations (its
 //! own `ln`/`exp`, no platform maths library), so a seed gives the same jobs,
@@ -27,7 +32,7 @@
 //! [`write_csv`](super::write_csv).
 
 use trainyard_topology::rng::SplitMix64;
-use trainyard_topology::{GangShape, Resources, TopologyRequest};
+use trainyard_topology::{GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 use super::shape::shape_gang;
 use crate::job::TraceJob;
@@ -47,6 +52,8 @@ pub struct SynthConfig {
     pub gpus_per_host: u32,
     /// Topology level named by multi-host gangs' requests (empty: `rack`).
     pub rack_level: String,
+    /// Percent of jobs (0-100) made rich: sliced, or with a leader pod set.
+    pub rich_percent: u32,
 }
 
 impl Default for SynthConfig {
@@ -58,6 +65,7 @@ impl Default for SynthConfig {
             mean_interarrival_s: 30.0,
             gpus_per_host: 8,
             rack_level: "rack".to_string(),
+            rich_percent: 0,
         }
     }
 }
@@ -90,6 +98,8 @@ pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
         let u_tenant = rng.unit();
         let u_priority = rng.unit();
         let u_topology = rng.unit();
+        // Drawn only when asked for, so that traces without rich gangs stay as they were.
+        let rich = cfg.rich_percent > 0 && rng.unit() * 100.0 < f64::from(cfg.rich_percent.min(100));
 
         if i > 0 {
             clock += -mean * ln(1.0 - u_gap);
@@ -116,11 +126,28 @@ pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
             runtime_estimate,
             tenant: pick_tenant(&tenants, u_tenant * weight_sum).to_string(),
             priority: if u_priority < 0.15 { 10 } else { 0 },
-            gang: GangShape::single(pods, pod, topology),
+            gang: if rich { rich_gang(pods, pod, topology, &level) } else { GangShape::single(pods, pod, topology) },
             line: i as u64 + 2,
         });
     }
     jobs
+}
+
+/// A job's gang made rich: slices of 2 hosts for an even multi-host gang, else a leader set.
+fn rich_gang(pods: u32, pod: Resources, topology: TopologyRequest, level: &str) -> GangShape {
+    let mut gang = GangShape::single(pods, pod, topology);
+    if pods >= 2 && pods.is_multiple_of(2) {
+        gang.sets[0].slice = Some(SliceRequest { level: level.to_string(), size: 2 });
+    } else {
+        gang.sets.push(PodSetShape {
+            name: "leader".into(),
+            pods: 1,
+            pod: Resources { gpus: 1, cpu_milli: 4_000, memory_mib: 16_384 },
+            topology: TopologyRequest::Unconstrained,
+            slice: None,
+        });
+    }
+    gang
 }
 
 /// Median runtime of the log-normal, in seconds.
@@ -341,10 +368,26 @@ mod tests {
             gpus_per_host: 0,
             rack_level: " ".into(),
             seed: 0,
+            rich_percent: 0,
         };
         let jobs = synthesize(&cfg);
         assert!(jobs.iter().all(|j| j.submit == 0 && j.tenant == "team-a" && j.gang.sets[0].pod.gpus <= 1));
         assert!(synthesize(&SynthConfig { jobs: 0, ..SynthConfig::default() }).is_empty());
+    }
+
+    #[test]
+    fn rich_gangs_are_mixed_in_on_request_and_leave_other_traces_alone() {
+        let plain = synthesize(&SynthConfig::default());
+        assert!(plain.iter().all(|j| j.gang.is_simple()));
+        let rich = synthesize(&SynthConfig { rich_percent: 30, ..SynthConfig::default() });
+        let rich_count = rich.iter().filter(|j| !j.gang.is_simple()).count();
+        assert!((450..750).contains(&rich_count), "about 30% of 2,000: {rich_count}");
+        assert!(rich.iter().any(|j| j.gang.sets.len() == 2));
+        assert!(rich.iter().any(|j| j.gang.sets[0].slice.is_some()));
+        assert!(rich.iter().all(|j| j.gang.validate().is_ok()));
+        let bytes = csv_bytes(&rich);
+        let read = read_trace(TraceFormat::Csv, bytes.as_slice(), "synth.csv", &ReadOptions::default()).unwrap();
+        assert_eq!(read.jobs, rich, "rich gangs survive the CSV format");
     }
 
     #[test]
