@@ -12,6 +12,7 @@ mod exact;
 pub(crate) mod explain;
 pub(crate) mod greedy;
 pub(crate) mod joint;
+pub(crate) mod joint_exact;
 mod mip;
 mod policy;
 

@@ -160,7 +160,37 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 120, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The engine's exact joint path (branch and bound under a node budget, no clock) finds the
+    /// brute-force optimum on small instances, proves it, and gives the same answer every time.
+    #[test]
+    fn the_engines_exact_joint_path_matches_brute_force(
+        mut c in arb_small(), sets in prop::collection::vec((1u32..=3, 1u64..=2, prop::option::of(1u8..=3)), 2..=3),
+        top in 0u8..=3,
+    ) {
+        let top = top.min(c.topology().host_depth());
+        let sets: Vec<PodSet> = sets
+            .iter()
+            .enumerate()
+            .map(|(i, &(pods, gpus, within))| PodSet { within, ..set(&format!("s{i}"), pods, gpus) })
+            .collect();
+        let req = JointRequest::new(sets, LevelConstraint { top_depth: top, preferred_depth: (top > 0).then_some(top), slice: None });
+        let optimum = brute_force(&c, &req);
+        let demand = trainyard_topology::Demand::Joint(std::sync::Arc::new(req.clone()));
+        match c.place_demand_with(PlacementPolicy::Trainyard, &demand) {
+            Ok(p) => {
+                prop_assert_eq!(Some(p.cost), optimum, "{:?}", p);
+                prop_assert_eq!(p.lower_bound, Some(p.cost), "small searches run to their end");
+                for (k, s) in req.sets.iter().enumerate() {
+                    prop_assert_eq!(p.set_hosts(k).len(), s.pods as usize);
+                }
+                let again = c.place_demand_with(PlacementPolicy::Trainyard, &demand).unwrap();
+                prop_assert_eq!(again, p);
+            }
+            Err(e) => prop_assert_eq!(optimum, None, "{:?}", e),
+        }
+    }
 
     /// The MIP model and the tree search are two exact methods for one pod set: they agree.
     #[test]

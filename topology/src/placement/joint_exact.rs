@@ -1,0 +1,252 @@
+//! The exact joint search the engine runs: a branch-and-bound over how many pods of each set go
+//! on each host, on a small universe of hosts, under a budget of search nodes (not of time), so
+//! that the same state always gives the same answer and replays stay byte-identical.
+//!
+//! Sets are placed one after another, each host in turn taking 0 up to as many pods as fit.
+//! A partial placement is bounded below by the weights of the domains and hosts it already uses
+//! (stranded GPUs can only add to that), and cut when the bound reaches the best cost found.
+
+use super::joint::{JointPlacement, JointRequest, finish};
+use super::{CostModel, SearchPath};
+use crate::{DomainId, HostId, Resources, Topology};
+
+/// Largest universe the search takes; a larger one keeps the greedy answer.
+pub(crate) const MAX_HOSTS: usize = 16;
+
+/// Search nodes (a host's pod count tried for a set) before the search stops with what it has.
+pub(crate) const BUDGET: u64 = 200_000;
+
+struct Search<'a> {
+    topo: &'a Topology,
+    free: &'a [Resources],
+    request: &'a JointRequest,
+    model: &'a CostModel,
+    hosts: Vec<HostId>,
+    /// What is left on each universe host.
+    left: Vec<Resources>,
+    /// Pods of each set on each universe host.
+    counts: Vec<Vec<u32>>,
+    /// Times each domain above the hosts is used by the partial placement (indexed by domain).
+    uses: Vec<u32>,
+    /// Universe hosts holding any pod.
+    used_hosts: Vec<u32>,
+    /// Weight of the domains and hosts in use.
+    bound: u64,
+    best: Option<(u64, Vec<Vec<u32>>)>,
+    nodes: u64,
+}
+
+impl Search<'_> {
+    fn weight_of(&self, d: DomainId) -> u64 {
+        self.model.weight(self.topo.depth(d), self.topo.host_depth())
+    }
+
+    /// Puts `k` pods of set `s` on universe host `i` (or takes them back with `add = false`).
+    fn shift(&mut self, s: usize, i: usize, k: u32, add: bool) {
+        let pod = self.request.sets[s].pod;
+        let amount = pod.checked_mul(u64::from(k)).expect("bounded by what fits");
+        let was_used = self.used_hosts[i] > 0;
+        if add {
+            self.left[i] = self.left[i].checked_sub(&amount).expect("only what fits is added");
+            self.counts[s][i] += k;
+            self.used_hosts[i] += k;
+        } else {
+            self.left[i] = self.left[i].checked_add(&amount).expect("given back");
+            self.counts[s][i] -= k;
+            self.used_hosts[i] -= k;
+        }
+        let now_used = self.used_hosts[i] > 0;
+        if was_used == now_used {
+            return;
+        }
+        let host = self.topo.host_domain(self.hosts[i]);
+        let host_weight = self.weight_of(host);
+        let mut d = self.topo.parent(host);
+        let mut delta = host_weight;
+        while let Some(x) = d.filter(|x| self.topo.depth(*x) > 0) {
+            let slot = &mut self.uses[x.0 as usize];
+            let first_or_last = if now_used { *slot == 0 } else { *slot == 1 };
+            if now_used {
+                *slot += 1;
+            } else {
+                *slot -= 1;
+            }
+            if first_or_last {
+                delta += self.weight_of(x);
+            }
+            d = self.topo.parent(x);
+        }
+        if now_used {
+            self.bound += delta;
+        } else {
+            self.bound -= delta;
+        }
+    }
+
+    /// Whether the hosts set `s` uses (and the gang's) keep to their levels and slices.
+    fn set_is_valid(&self, s: usize) -> bool {
+        let set = &self.request.sets[s];
+        let on: Vec<usize> = (0..self.hosts.len()).filter(|&i| self.counts[s][i] > 0).collect();
+        let at = |i: usize, depth: u8| self.topo.ancestor_at(self.topo.host_domain(self.hosts[i]), depth);
+        if let Some(w) = set.within
+            && on.iter().any(|&i| at(i, w) != at(on[0], w))
+        {
+            return false;
+        }
+        if let Some(slice) = set.slice {
+            let mut per_domain: Vec<(DomainId, u32)> = Vec::new();
+            for &i in &on {
+                let d = at(i, slice.depth);
+                match per_domain.iter_mut().find(|(x, _)| *x == d) {
+                    Some((_, n)) => *n += self.counts[s][i],
+                    None => per_domain.push((d, self.counts[s][i])),
+                }
+            }
+            if per_domain.iter().any(|&(_, n)| n % slice.size != 0) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn gang_is_valid(&self) -> bool {
+        let top = self.request.constraint.top_depth;
+        let used: Vec<usize> = (0..self.hosts.len()).filter(|&i| self.used_hosts[i] > 0).collect();
+        let at = |i: usize| self.topo.ancestor_at(self.topo.host_domain(self.hosts[i]), top);
+        top == 0 || used.iter().all(|&i| at(i) == at(used[0]))
+    }
+
+    fn walk(&mut self, s: usize, i: usize, remaining: u32) {
+        if self.nodes >= BUDGET || self.best.as_ref().is_some_and(|(b, _)| self.bound >= *b) {
+            return;
+        }
+        if remaining == 0 {
+            if !self.set_is_valid(s) {
+                return;
+            }
+            if s + 1 < self.request.sets.len() {
+                let next = self.request.sets[s + 1].pods;
+                self.walk(s + 1, 0, next);
+                return;
+            }
+            if !self.gang_is_valid() {
+                return;
+            }
+            let sets = self.host_lists(&self.counts);
+            let cost = super::joint::joint_cost(self.topo, self.free, self.request, &sets, self.model);
+            if self.best.as_ref().is_none_or(|(b, _)| cost < *b) {
+                self.best = Some((cost, self.counts.clone()));
+            }
+            return;
+        }
+        if i == self.hosts.len() {
+            return;
+        }
+        let pod = self.request.sets[s].pod;
+        let most = self.left[i].fit_count(&pod).min(u64::from(remaining)) as u32;
+        // More pods on a host first: full hosts are cheap, so good answers come early and cut more.
+        for k in (0..=most).rev() {
+            self.nodes += 1;
+            if k > 0 {
+                self.shift(s, i, k, true);
+            }
+            self.walk(s, i + 1, remaining - k);
+            if k > 0 {
+                self.shift(s, i, k, false);
+            }
+            if self.nodes >= BUDGET {
+                return;
+            }
+        }
+    }
+
+    /// Host lists per set from counts; a sliced set's hosts grouped by slice domain, so that
+    /// every `size` consecutive pods share one.
+    fn host_lists(&self, counts: &[Vec<u32>]) -> Vec<Vec<HostId>> {
+        self.request
+            .sets
+            .iter()
+            .enumerate()
+            .map(|(s, set)| {
+                let mut order: Vec<usize> = (0..self.hosts.len()).filter(|&i| counts[s][i] > 0).collect();
+                if let Some(slice) = set.slice {
+                    order.sort_by_key(|&i| {
+                        (self.topo.ancestor_at(self.topo.host_domain(self.hosts[i]), slice.depth), self.hosts[i])
+                    });
+                }
+                order.iter().flat_map(|&i| std::iter::repeat_n(self.hosts[i], counts[s][i] as usize)).collect()
+            })
+            .collect()
+    }
+}
+
+/// The hosts under `root`, if there are at most `limit` of them (the walk stops past that).
+pub(crate) fn hosts_under(topo: &Topology, root: DomainId, limit: usize) -> Option<Vec<HostId>> {
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(d) = stack.pop() {
+        match topo.as_host(d) {
+            Some(h) => {
+                out.push(h);
+                if out.len() > limit {
+                    return None;
+                }
+            }
+            None => stack.extend(topo.children(d).iter().rev().map(|&c| DomainId(c))),
+        }
+    }
+    out.sort_unstable();
+    Some(out)
+}
+
+/// What the exact search found.
+pub(crate) struct Exact {
+    /// A placement strictly cheaper than the incumbent (or the first one, without an incumbent).
+    pub(crate) better: Option<JointPlacement>,
+    /// The search ran to its end: the best of `better` and the incumbent is optimal.
+    pub(crate) complete: bool,
+}
+
+/// Searches `hosts` (at most [`MAX_HOSTS`]) for a placement cheaper than `incumbent`, within
+/// [`BUDGET`] nodes. `None` when the universe is empty or too large to search.
+pub(crate) fn search(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    hosts: Vec<HostId>,
+    model: &CostModel,
+    incumbent: Option<u64>,
+) -> Option<Exact> {
+    if hosts.is_empty() || hosts.len() > MAX_HOSTS || request.sets.iter().any(|s| s.pod.is_zero()) {
+        return None;
+    }
+    let left = hosts.iter().map(|&h| free[topo.host_domain(h).0 as usize]).collect();
+    let mut search = Search {
+        topo,
+        free,
+        request,
+        model,
+        counts: vec![vec![0u32; hosts.len()]; request.sets.len()],
+        used_hosts: vec![0u32; hosts.len()],
+        hosts,
+        left,
+        uses: vec![0; topo.domain_count()],
+        bound: 0,
+        // A known answer's cost cuts from the start; only something strictly cheaper is kept.
+        best: incumbent.map(|cost| (cost, Vec::new())),
+        nodes: 0,
+    };
+    search.walk(0, 0, request.sets[0].pods);
+    let complete = search.nodes < BUDGET;
+    let better = match search.best.take() {
+        Some((cost, counts)) if !counts.is_empty() => {
+            let sets = search.host_lists(&counts);
+            let mut placement = finish(topo, free, request, sets, SearchPath::Exact, model);
+            debug_assert_eq!(placement.cost, cost);
+            placement.lower_bound = complete.then_some(cost);
+            Some(placement)
+        }
+        _ => None,
+    };
+    Some(Exact { better, complete })
+}
