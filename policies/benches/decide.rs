@@ -84,13 +84,7 @@ fn gangs(scale: &Scale, rng: &mut SplitMix64) -> Vec<(GangRequest, u64)> {
 /// A gang of several pod sets or of slices: a 1-GPU leader with 2-8 8-GPU workers inside one
 /// rack, or 4-8 8-GPU pods in slices of 2 hosts, each slice inside one rack.
 fn rich_shape(i: usize, rng: &mut SplitMix64) -> GangShape {
-    let set = |name: &str, pods: u32, gpus: u64| PodSetShape {
-        name: name.into(),
-        pods,
-        pod: Resources::gpus(gpus),
-        topology: TopologyRequest::Unconstrained,
-        slice: None,
-    };
+    let set = |name: &str, pods: u32, gpus: u64| PodSetShape::new(name, pods, Resources::gpus(gpus));
     if i % 10 == 4 {
         let mut workers = set("workers", 2 + rng.below(7) as u32, 8);
         workers.topology = TopologyRequest::Required("rack".into());

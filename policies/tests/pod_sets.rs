@@ -8,13 +8,7 @@ use trainyard_policies::{Engine, GangId, GangRequest, PolicyConfig, QueueConfig,
 use trainyard_topology::{Cluster, GangShape, HostId, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 fn set(name: &str, pods: u32, gpus: u64) -> PodSetShape {
-    PodSetShape {
-        name: name.into(),
-        pods,
-        pod: Resources::gpus(gpus),
-        topology: TopologyRequest::Unconstrained,
-        slice: None,
-    }
+    PodSetShape::new(name, pods, Resources::gpus(gpus))
 }
 
 fn request(id: u64, queue: &str, submit: u64, shape: GangShape) -> GangRequest {

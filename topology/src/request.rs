@@ -99,6 +99,13 @@ pub struct PodSetShape {
     pub slice: Option<SliceRequest>,
 }
 
+impl PodSetShape {
+    /// `pods` pods of `pod` named `name`, with no constraint of their own.
+    pub fn new(name: &str, pods: u32, pod: Resources) -> PodSetShape {
+        PodSetShape { name: name.into(), pods, pod, topology: TopologyRequest::Unconstrained, slice: None }
+    }
+}
+
 /// A gang's demand on the cluster: one or more pod sets, all or none of whose pods run, and
 /// how close together the whole gang must be.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -112,8 +119,7 @@ pub struct GangShape {
 impl GangShape {
     /// A gang of `pods` identical pods (one set, named `main`).
     pub fn single(pods: u32, pod: Resources, topology: TopologyRequest) -> GangShape {
-        let set = PodSetShape { name: "main".into(), pods, pod, topology: TopologyRequest::Unconstrained, slice: None };
-        GangShape { sets: vec![set], topology }
+        GangShape { sets: vec![PodSetShape::new("main", pods, pod)], topology }
     }
 
     /// Pods of all sets.

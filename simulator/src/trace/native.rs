@@ -115,13 +115,7 @@ impl NativeRow {
 
     /// The gang: the row's own set, then its other pod sets, checked as a whole.
     fn gang(&self, pod: Resources, line: u64) -> Result<GangShape, RowError> {
-        let main = PodSetShape {
-            name: MAIN_SET.into(),
-            pods: self.pods,
-            pod,
-            topology: TopologyRequest::Unconstrained,
-            slice: self.slice.clone(),
-        };
+        let main = PodSetShape { slice: self.slice.clone(), ..PodSetShape::new(MAIN_SET, self.pods, pod) };
         let sets: Vec<PodSetShape> = std::iter::once(main).chain(self.pod_sets.iter().cloned()).collect();
         let shape = GangShape { sets, topology: self.topology.clone() };
         shape.validate().map_err(|e| {
@@ -175,13 +169,7 @@ pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
         if pods == 0 {
             return Err(at("a pod set needs at least 1 pod".into()));
         }
-        let mut set = PodSetShape {
-            name: name.trim().to_string(),
-            pods,
-            pod: Resources::gpus(number("gpus", gpus)?),
-            topology: TopologyRequest::Unconstrained,
-            slice: None,
-        };
+        let mut set = PodSetShape::new(name.trim(), pods, Resources::gpus(number("gpus", gpus)?));
         for attr in attrs {
             let (key, value) = attr.split_once('=').ok_or_else(|| at(format!("{attr:?} is not <key>=<value>")))?;
             match key.trim() {

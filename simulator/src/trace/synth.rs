@@ -139,13 +139,7 @@ fn rich_gang(pods: u32, pod: Resources, topology: TopologyRequest, level: &str) 
     if pods >= 2 && pods.is_multiple_of(2) {
         gang.sets[0].slice = Some(SliceRequest { level: level.to_string(), size: 2 });
     } else {
-        gang.sets.push(PodSetShape {
-            name: "leader".into(),
-            pods: 1,
-            pod: Resources { gpus: 1, cpu_milli: 4_000, memory_mib: 16_384 },
-            topology: TopologyRequest::Unconstrained,
-            slice: None,
-        });
+        gang.sets.push(PodSetShape::new("leader", 1, Resources { gpus: 1, cpu_milli: 4_000, memory_mib: 16_384 }));
     }
     gang
 }

@@ -181,13 +181,7 @@ fn intents_are_rendered_again_only_when_their_inputs_change() {
 /// A launcher (1 GPU) and its workers (2 x 8 GPUs), the launcher's replicated job first.
 fn launcher_and_workers() -> GangIntent {
     use trainyard_topology::PodSetShape;
-    let set = |name: &str, pods: u32, gpus: u64| PodSetShape {
-        name: name.into(),
-        pods,
-        pod: Resources::gpus(gpus),
-        topology: TopologyRequest::Unconstrained,
-        slice: None,
-    };
+    let set = |name: &str, pods: u32, gpus: u64| PodSetShape::new(name, pods, Resources::gpus(gpus));
     let mut i = intent(1, TopologyRequest::Unconstrained, false);
     i.shape =
         GangShape { sets: vec![set("launcher", 1, 1), set("node", 2, 8)], topology: TopologyRequest::Unconstrained };
