@@ -15,6 +15,7 @@
 mod adopt;
 mod backfill;
 mod config;
+mod cycle;
 mod engine;
 mod error;
 mod explain;
