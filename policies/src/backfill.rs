@@ -93,16 +93,12 @@ impl Holds {
         let want = engine.gangs[&holder].total;
         // Replays expected ends on the quota tree (undone after) until the holder's quota admits it.
         let (gangs, ends) = (&engine.gangs, &engine.running_by_end);
-        let refunds = ends.iter().map(|&(end, id)| (end, &gangs[&id])).map(|(end, g)| ((g.queue, g.total), end));
-        let mut at = 0;
-        let refunds = refunds.map(|(refund, end)| {
-            at = end;
-            refund
-        });
+        let refunds = ends.iter().map(|&(_, id)| (gangs[&id].queue, gangs[&id].total));
         let hold = engine.quotas.replay_refunds(refunds, |quota| {
             quota.check(queue, want).is_ok().then(|| quota.available(queue).gpus.saturating_sub(want.gpus))
         });
-        if let Some(slack_gpus) = hold {
+        if let Some((i, slack_gpus)) = hold {
+            let at = ends.iter().nth(i).map_or(now, |&(end, _)| end);
             self.by_queue.insert(queue, QuotaHold { holder, at: at.max(now), slack_gpus });
         }
     }

@@ -532,18 +532,18 @@ impl QuotaTree {
 
     /// Refunds `(leaf, amount)` pairs one after another until `probe` answers, then charges them
     /// all back, so the tree ends as it began: a what-if over expected ends without copying the
-    /// tree. Returns `probe`'s answer, if it gave one.
+    /// tree. Returns the position of the refund after which `probe` answered, and its answer.
     pub(crate) fn replay_refunds<T>(
         &mut self,
         refunds: impl IntoIterator<Item = (QueueIdx, Resources)>,
         mut probe: impl FnMut(&QuotaTree) -> Option<T>,
-    ) -> Option<T> {
+    ) -> Option<(usize, T)> {
         let mut undo: Vec<(QueueIdx, Resources)> = Vec::new();
         let mut found = None;
-        for (leaf, amount) in refunds {
+        for (i, (leaf, amount)) in refunds.into_iter().enumerate() {
             self.refund(leaf, amount);
             undo.push((leaf, amount));
-            found = probe(self);
+            found = probe(self).map(|t| (i, t));
             if found.is_some() {
                 break;
             }

@@ -405,8 +405,8 @@ impl Cluster {
     }
 
     /// Finds where a gang would go now under `policy`, without allocating anything. A gang of
-    /// several pod sets is placed by the joint greedy search whatever the policy: the answer
-    /// depends on nothing but the cluster's state, so replays stay identical.
+    /// several pod sets takes the joint greedy search, and under trainyard's policy the exact
+    /// joint search after it; both depend on nothing but the cluster's state, so replays repeat.
     pub fn place_demand_with(
         &mut self,
         policy: PlacementPolicy,
@@ -419,54 +419,12 @@ impl Cluster {
         }
     }
 
-    /// The joint greedy answer, then the exact search of `joint_exact.rs` when the hosts that could
-    /// take the gang are few (all of them, or those under the greedy answer's domain): the cheaper
-    /// wins, and a search that ran to its end proves the winner optimal.
+    /// The joint greedy answer, then the exact search where few hosts could take the gang.
     fn place_joint_exactly(&mut self, request: &JointRequest) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
         let free = self.classes.free(request.hosts, &self.free);
-        let (topo, model) = (&self.topo, &self.model);
-        let greedy =
-            placement::joint::greedy_under(topo, free, request, DomainId::ROOT, model, &mut self.scratch.greedy);
-        let takes_a_pod = |h: HostId| {
-            let f = free[topo.host_domain(h).0 as usize];
-            request.flavor.is_none_or(|want| topo.host_flavor(h) == Some(want))
-                && request.sets.iter().any(|s| f.covers(&s.pod))
-        };
-        // The whole cluster when it is small, else the greedy answer's domain when that is: a
-        // walk that gives up past a few times the universe, so a large cluster costs nothing here.
-        let small =
-            |root: DomainId| placement::joint_exact::hosts_under(topo, root, 4 * placement::joint_exact::MAX_HOSTS);
-        let hosts: Vec<HostId> = small(DomainId::ROOT)
-            .filter(|all| all.iter().filter(|&&h| takes_a_pod(h)).count() <= placement::joint_exact::MAX_HOSTS)
-            .or_else(|| greedy.as_ref().ok().and_then(|g| small(g.domain)))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|&h| takes_a_pod(h))
-            .collect();
-        let incumbent = greedy.as_ref().ok().map(|g| g.cost);
-        let exact = placement::joint_exact::search(topo, free, request, hosts, model, incumbent);
-        let placed = match (greedy, exact) {
-            (_, Some(placement::joint_exact::Exact { better: Some(b), .. })) => Ok(b),
-            (Ok(mut g), Some(placement::joint_exact::Exact { better: None, complete: true })) => {
-                g.lower_bound = Some(g.cost);
-                Ok(g)
-            }
-            (g, _) => g,
-        };
-        placed.map(|p| p.into_placement(request))
-    }
-
-    /// Finds room for a gang inside the subtree of `domain` only (greedy), without allocating.
-    pub fn place_demand_within(
-        &mut self,
-        demand: &Demand,
-        domain: DomainId,
-    ) -> std::result::Result<Placement, PlacementFailure> {
-        match demand {
-            Demand::Single(r) => self.place_within(r, domain),
-            Demand::Joint(j) => self.place_joint_under(j, domain),
-        }
+        placement::joint_exact::place(&self.topo, free, request, &self.model, &mut self.scratch.greedy)
+            .map(|p| p.into_placement(request))
     }
 
     /// Finds where a gang would go on the empty cluster (every host of its class, usable or not,

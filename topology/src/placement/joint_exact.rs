@@ -6,8 +6,9 @@
 //! A partial placement is bounded below by the weights of the domains and hosts it already uses
 //! (stranded GPUs can only add to that), and cut when the bound reaches the best cost found.
 
-use super::joint::{JointPlacement, JointRequest, finish};
-use super::{CostModel, SearchPath};
+use super::greedy::Scratch;
+use super::joint::{JointPlacement, JointRequest, finish, greedy_under};
+use super::{CostModel, PlacementFailure, SearchPath};
 use crate::{DomainId, HostId, Resources, Topology};
 
 /// Largest universe the search takes; a larger one keeps the greedy answer.
@@ -249,4 +250,40 @@ pub(crate) fn search(
         _ => None,
     };
     Some(Exact { better, complete })
+}
+
+/// The joint greedy answer, then the exact search on the hosts that could take a pod of the gang
+/// when they are few (the whole cluster's, else those under the greedy answer's domain): the
+/// cheaper wins, and a search that ran to its end proves the winner optimal. The host walks give
+/// up past a few times [`MAX_HOSTS`], so on a large cluster this costs next to nothing.
+pub(crate) fn place(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    model: &CostModel,
+    scratch: &mut Scratch,
+) -> Result<JointPlacement, PlacementFailure> {
+    let greedy = greedy_under(topo, free, request, DomainId::ROOT, model, scratch);
+    let takes_a_pod = |h: HostId| {
+        let f = free[topo.host_domain(h).0 as usize];
+        request.flavor.is_none_or(|want| topo.host_flavor(h) == Some(want))
+            && request.sets.iter().any(|s| f.covers(&s.pod))
+    };
+    let small = |root: DomainId| hosts_under(topo, root, 4 * MAX_HOSTS);
+    let hosts: Vec<HostId> = small(DomainId::ROOT)
+        .filter(|all| all.iter().filter(|&&h| takes_a_pod(h)).count() <= MAX_HOSTS)
+        .or_else(|| greedy.as_ref().ok().and_then(|g| small(g.domain)))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|&h| takes_a_pod(h))
+        .collect();
+    let incumbent = greedy.as_ref().ok().map(|g| g.cost);
+    match (greedy, search(topo, free, request, hosts, model, incumbent)) {
+        (_, Some(Exact { better: Some(b), .. })) => Ok(b),
+        (Ok(mut g), Some(Exact { better: None, complete: true })) => {
+            g.lower_bound = Some(g.cost);
+            Ok(g)
+        }
+        (g, _) => g,
+    }
 }
