@@ -199,6 +199,9 @@ fn describe_failure(f: &trainyard_topology::PlacementFailure) -> String {
             format!("no {level} holds {pods} pods; the best takes {best_domain_fit}")
         }
         F::BadSlice { pods, size } => format!("{pods} pods cannot be cut into slices of {size}"),
+        F::Slices { shape, slices, placed, free_chips } => {
+            format!("{placed} of {slices} TPU slices of {shape} fit now ({free_chips} chips free)")
+        }
     }
 }
 

@@ -58,6 +58,10 @@ pub struct RenderArgs {
     /// each pod takes one node.
     #[arg(long, value_name = "FILE", requires = "topology", conflicts_with = "mode")]
     pub slurm_queues: Option<PathBuf>,
+    /// The extended resource counted as the accelerator, as the Topology's `gpuResource`
+    /// (`google.com/tpu` for TPU chips).
+    #[arg(long, default_value = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE, value_name = "NAME")]
+    pub gpu_resource: String,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
@@ -134,7 +138,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
         }
     };
-    let gpu = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE;
+    let gpu = args.gpu_resource.as_str();
     let slurm_targets: BTreeMap<String, SlurmTarget> =
         slurm_queues.iter().filter_map(|q| Some((q.metadata.name.clone()?, q.spec.slurm.clone()?))).collect();
     let ctx =

@@ -79,6 +79,23 @@ pub enum RenderError {
         /// The name.
         name: String,
     },
+    /// The trainer job has several replicas (one per TPU slice, Trainer v2.4) and the node count
+    /// does not split evenly over them.
+    #[error(
+        "TrainJob {job}: {field} = {num_nodes} does not split evenly over the {replicas} replicas of replicated job {replicated_job:?} (one per slice)"
+    )]
+    UnevenReplicas {
+        /// The TrainJob.
+        job: String,
+        /// `spec.trainer.numNodes` or the runtime's `spec.mlPolicy.numNodes`.
+        field: String,
+        /// The node count.
+        num_nodes: i32,
+        /// The trainer job's replicas.
+        replicas: i32,
+        /// The trainer job.
+        replicated_job: String,
+    },
     /// A patch or `trainer.env` tries to set what only the controller may set.
     #[error("TrainJob {job}: {field}: {message}")]
     Forbidden {
@@ -130,6 +147,7 @@ impl RenderError {
             RenderError::MissingField { field, .. }
             | RenderError::UnsupportedRuntime { field, .. }
             | RenderError::ZeroNodes { field, .. }
+            | RenderError::UnevenReplicas { field, .. }
             | RenderError::UnknownPatchTarget { field, .. }
             | RenderError::Forbidden { field, .. }
             | RenderError::UnsupportedWorkload { field, .. }

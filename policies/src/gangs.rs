@@ -36,6 +36,9 @@ impl Engine {
             Err(trainyard_topology::Error::UnknownLevel { level, known }) => {
                 return Ok(Submitted::Unschedulable(Unschedulable::UnknownLevel { level, known }));
             }
+            Err(trainyard_topology::Error::Shape(e)) => {
+                return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape { set: e.set, message: e.message }));
+            }
             Err(e) => return Err(e.into()),
         };
         let Some(queue) = self.quotas.resolve(&request.queue) else {

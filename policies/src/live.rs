@@ -34,6 +34,19 @@ impl Engine {
         Ok(())
     }
 
+    /// Makes domain `d` a TPU torus of `spec`, or no longer one.
+    pub fn set_torus(
+        &mut self,
+        d: trainyard_topology::DomainId,
+        spec: Option<trainyard_topology::torus::TorusSpec>,
+    ) -> Result<()> {
+        if self.cluster.topology().torus(d) != spec.as_ref() {
+            self.cluster.set_torus(d, spec)?;
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
     /// Marks a host schedulable and ready, or not.
     pub fn set_host_ready(&mut self, host: HostId, ready: bool, now: u64) -> Result<()> {
         self.cluster.set_ready(host, ready)?;

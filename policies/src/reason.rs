@@ -77,6 +77,17 @@ pub enum PendingReason {
         /// Pods per slice asked for.
         size: u32,
     },
+    /// Not every TPU slice finds a free contiguous box on the tori now.
+    TpuSlices {
+        /// The slice shape, e.g. `2x2x4`.
+        shape: String,
+        /// Slices the gang asks for.
+        slices: u32,
+        /// Most slices that fit now.
+        placed: u32,
+        /// Most free chips on the candidate tori.
+        free_chips: u64,
+    },
 }
 
 impl PendingReason {
@@ -94,6 +105,7 @@ impl PendingReason {
             (R::Capacity { requested: a, .. }, R::Capacity { requested: b, .. }) => a == b,
             (R::Topology { level: a, pods: x, .. }, R::Topology { level: b, pods: y, .. }) => a == b && x == y,
             (R::Reservation { holder: a, .. }, R::Reservation { holder: b, .. }) => a == b,
+            (R::TpuSlices { shape: a, slices: x, .. }, R::TpuSlices { shape: b, slices: y, .. }) => a == b && x == y,
             (a, b) => a == b,
         }
     }
@@ -111,6 +123,10 @@ impl PendingReason {
             (PendingReason::BadSlice { pods: a, size: x }, PlacementFailure::BadSlice { pods: b, size: y }) => {
                 a == b && x == y
             }
+            (
+                PendingReason::TpuSlices { shape: a, slices: x, .. },
+                PlacementFailure::Slices { shape: b, slices: y, .. },
+            ) => a == b && x == y,
             _ => false,
         }
     }
@@ -134,6 +150,9 @@ impl From<PlacementFailure> for PendingReason {
                 PendingReason::Topology { level, pods, best_domain_fit }
             }
             PlacementFailure::BadSlice { pods, size } => PendingReason::BadSlice { pods, size },
+            PlacementFailure::Slices { shape, slices, placed, free_chips } => {
+                PendingReason::TpuSlices { shape, slices, placed, free_chips }
+            }
         }
     }
 }
@@ -165,6 +184,10 @@ impl fmt::Display for PendingReason {
             PendingReason::BadSlice { pods, size } => {
                 write!(f, "slices: {pods} pods cannot be cut into slices of {size}")
             }
+            PendingReason::TpuSlices { shape, slices, placed, free_chips } => write!(
+                f,
+                "tpu: needs {slices} free {shape} slice(s) on the tori, {placed} fit now ({free_chips} chips free)"
+            ),
         }
     }
 }

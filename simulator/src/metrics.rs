@@ -143,11 +143,12 @@ pub struct Summary {
 }
 
 /// The gang shapes [`Summary::by_gang_shape`] groups by.
-pub const GANG_SHAPES: [&str; 3] = ["one pod set", "one pod set, sliced", "several pod sets"];
+pub const GANG_SHAPES: [&str; 4] = ["one pod set", "one pod set, sliced", "several pod sets", "TPU slices"];
 
 /// Position of a gang's shape in [`GANG_SHAPES`].
 fn gang_shape_index(gang: &trainyard_topology::GangShape) -> usize {
     match gang.sets.as_slice() {
+        [s] if s.tpu.is_some() => 3,
         [s] if s.slice.is_none() => 0,
         [_] => 1,
         _ => 2,

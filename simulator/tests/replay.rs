@@ -253,3 +253,49 @@ fn a_mixed_trace_of_pod_sets_and_slices_replays_whole_gangs_deterministically() 
         .collect();
     assert_eq!(shapes, [("one pod set", 2), ("one pod set, sliced", 1), ("several pod sets", 4)]);
 }
+
+#[test]
+fn a_mixed_trace_with_tpu_slices_replays_on_gpus_and_tori() {
+    // GPU gangs (queue `gpu`, bound to the H100 hosts) beside TPU gangs (queue `tpu`): one and two
+    // 2x2x4 slices, a 4x4x4 cube, three slices that wait for pools to free, and a shape too
+    // large for every torus (refused, never placed in part).
+    let text = "id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology,slice,pod_sets,tpu\n\
+        gpu-single,0,600,,gpu,0,4,8,0,0,required:pool,,,\n\
+        gpu-sliced,0,900,,gpu,0,16,8,0,0,required:block,pool:8,,\n\
+        gpu-mpi,10,300,,gpu,0,2,8,0,0,required:pool,,launcher=1x0 cpu_milli=2000,\n\
+        tpu-one,0,600,,tpu,0,4,4,0,0,,,,2x2x4\n\
+        tpu-two,5,900,,tpu,0,8,4,0,0,,,,2x2x4\n\
+        tpu-cube,10,1200,,tpu,0,16,4,0,0,,,,4x4x4\n\
+        tpu-three,20,300,,tpu,0,12,4,0,0,,,,4x2x2\n\
+        tpu-huge,30,60,,tpu,0,32,4,0,0,,,,8x8x2\n";
+    let jobs = read_trace(TraceFormat::Csv, text.as_bytes(), "mixed-tpu.csv", &ReadOptions::default()).unwrap().jobs;
+    assert_eq!(jobs.iter().filter(|j| j.gang.tpu().is_some()).count(), 5);
+    let policy_path = repo_file("examples/policies/gpu-tpu.yaml");
+    let policy = PolicyConfig::from_yaml(&std::fs::read_to_string(&policy_path).unwrap(), "gpu-tpu.yaml").unwrap();
+    let options = ReplayOptions { estimates: EstimateSource::Actual, ..ReplayOptions::default() };
+    let first = replay(cluster("gpu-tpu"), policy.clone(), &jobs, options.clone(), &mut |_| {}).unwrap();
+    let second = replay(cluster("gpu-tpu"), policy, &jobs, options, &mut |_| {}).unwrap();
+    assert_eq!(first.outcomes, second.outcomes, "a replay with TPU slices repeats");
+    for o in &first.outcomes {
+        let runs = o.job.id != "tpu-huge";
+        assert_eq!(matches!(o.fate, Fate::Finished { .. }), runs, "{}: {:?}", o.job.id, o.fate);
+    }
+    // One slice stays in its pool (or cube); several span no more than block-1, the TPU block.
+    let span = |id: &str| match &first.outcomes.iter().find(|o| o.job.id == id).unwrap().fate {
+        Fate::Finished { span_level, .. } => span_level.clone(),
+        other => panic!("{id}: {other:?}"),
+    };
+    assert_eq!(span("tpu-one"), "pool");
+    assert_eq!(span("tpu-cube"), "pool");
+    assert_eq!(span("tpu-two"), "block");
+    let context = ReportContext { cluster: "gpu-tpu".into(), cluster_gpus: 512, ..ReportContext::default() };
+    let report: serde_json::Value =
+        serde_json::from_str(&Report::new(context, &first.outcomes, 512).to_json()).unwrap();
+    let shapes: Vec<(&str, u64)> = report["summary"]["by_gang_shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["name"].as_str().unwrap(), g["jobs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(shapes, [("one pod set", 1), ("one pod set, sliced", 1), ("several pod sets", 1), ("TPU slices", 5)]);
+}

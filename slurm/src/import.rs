@@ -70,7 +70,7 @@ pub fn import(
         }
         keep
     });
-    let spec = ResolvedSpec { name: cluster_name.to_string(), levels, nodes: entries };
+    let spec = ResolvedSpec { name: cluster_name.to_string(), levels, nodes: entries, tori: Vec::new() };
     Ok(LoadedTopology { spec, warnings })
 }
 

@@ -39,3 +39,5 @@ pub const SLICE_REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-slice-required-
 pub const SLICE_SIZE: &str = "kueue.x-k8s.io/podset-slice-size";
 /// Kueue's annotation asking for no topology constraint at all.
 pub const UNCONSTRAINED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-unconstrained-topology";
+/// GKE's node label (and pod nodeSelector) with the chip topology of a TPU slice, e.g. `2x2x4`.
+pub use trainyard_topology::sources::k8s_nodes::tpu::TPU_TOPOLOGY_LABEL;

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use trainyard_topology::eligibility::{HostAttrs, Taint, TaintEffect};
 use trainyard_topology::sources::k8s_nodes::quantity::{parse_mebibytes, parse_millis, parse_whole};
+use trainyard_topology::sources::k8s_nodes::tpu::TPU_ACCELERATOR_LABEL;
 use trainyard_topology::sources::k8s_nodes::{GPU_PRODUCT_KEY, HOSTNAME_KEY};
 use trainyard_topology::{HostSpec, Resources};
 
@@ -183,7 +184,9 @@ fn facts(name: &str, node: &Node, labels: BTreeMap<String, String>, levels: &Lev
         taints.push(Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect });
     }
     taints.sort();
-    let flavor = labels.get(GPU_PRODUCT_KEY).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+    let flavor = [GPU_PRODUCT_KEY, TPU_ACCELERATOR_LABEL]
+        .iter()
+        .find_map(|key| labels.get(*key).map(|v| v.trim().to_string()).filter(|v| !v.is_empty()));
     let attrs = HostAttrs { node_name: name.to_string(), labels, taints };
     Ok(NodeFacts {
         name: name.to_string(),

@@ -6,6 +6,10 @@
 //! gang (`podset-required-topology`, `-preferred-`, `-unconstrained-`) and for its trainer pods
 //! (`podset-slice-required-topology` with `podset-slice-size`). On a replicated job's pod template
 //! (the runtime's, or a TrainJob override) they speak for that pod set alone.
+//!
+//! A pod template that selects GKE's `cloud.google.com/gke-tpu-topology` asks for TPU slices of
+//! that chip shape: its pods are whole TPU hosts, one slice per replica of its job (Trainer
+//! v2.4's multi-slice), each slice a contiguous box on one of the cluster's tori.
 
 use std::collections::BTreeMap;
 
@@ -16,10 +20,14 @@ use trainyard_bridges::render::gang_replicated_jobs;
 use trainyard_bridges::trainer::{ANCESTOR_LABEL, LAUNCHER, NODE, TRAINER_ANCESTOR};
 use trainyard_topology::eligibility::HostFilter;
 use trainyard_topology::sources::k8s_nodes::quantity::{parse_mebibytes, parse_millis, parse_whole};
+use trainyard_topology::torus::SliceShape;
 use trainyard_topology::{GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 use super::intent::Problem;
-use crate::api::{PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, SLICE_REQUIRED_TOPOLOGY, SLICE_SIZE, UNCONSTRAINED_TOPOLOGY};
+use crate::api::{
+    PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY, SLICE_REQUIRED_TOPOLOGY, SLICE_SIZE, TPU_TOPOLOGY_LABEL,
+    UNCONSTRAINED_TOPOLOGY,
+};
 
 /// Where a set of annotations was read from, for the field a problem names.
 #[derive(Clone, Copy, Debug)]
@@ -113,12 +121,22 @@ pub fn gang_shape(
                 false,
             ));
         }
+        let tpu = tpu_shape(&rjob.template.spec.template.spec, &field)?;
+        if let (Some(shape), Some((_, from))) = (&tpu, &slice) {
+            return Err(Problem::new(
+                "InvalidTopologyRequest",
+                from.field(SLICE_SIZE),
+                format!("replicated job {} asks for TPU slices of {shape}; their size comes from the torus", rjob.name),
+                false,
+            ));
+        }
         sets.push(PodSetShape {
             name: rjob.name.clone(),
             pods,
             pod,
             topology: topology_request(own, source)?,
             slice: slice.map(|(s, _)| s),
+            tpu,
         });
     }
     // A pod that requests nothing (an MPI launcher, often) still takes a host near its gang, as
@@ -134,6 +152,15 @@ pub fn gang_shape(
         return Err(Problem::new("InvalidSpec", "spec.trainer.numNodes", "the gang has too many pods", true));
     }
     Ok((GangShape { sets, topology }, hosts.map(|(filter, _)| filter).unwrap_or_default()))
+}
+
+/// The TPU slice shape a pod template selects, if it selects one.
+fn tpu_shape(spec: &trainyard_bridges::pod::PodSpec, field: &str) -> Result<Option<SliceShape>, Problem> {
+    let Some(text) = spec.node_selector.get(TPU_TOPOLOGY_LABEL) else { return Ok(None) };
+    text.parse().map(Some).map_err(|e| {
+        let at = format!("{field}.nodeSelector[\"{TPU_TOPOLOGY_LABEL}\"]");
+        Problem::new("InvalidTopologyRequest", at, format!("{e}"), false)
+    })
 }
 
 fn is_trainer_ancestor(rjob: &ReplicatedJob) -> bool {

@@ -73,6 +73,10 @@ pub enum Error {
         /// What was released.
         released: crate::Resources,
     },
+    /// A gang shape this cluster can never hold as written (a TPU shape no torus fits, pods that
+    /// do not make whole slices).
+    #[error(transparent)]
+    Shape(#[from] crate::GangShapeError),
     /// A topology request names a level the cluster does not have.
     #[error("unknown topology level `{level}`; this cluster has levels {known}")]
     UnknownLevel {

@@ -28,8 +28,8 @@ pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topo
 pub use placement::{
     CostBreakdown, CostModel, Demand, Explanation, JointOptions, JointPlacement, JointRequest, LevelVerdict,
     ParsePlacementPolicyError, PlacedSet, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, PodSet,
-    Rival, SearchPath, Spans,
+    Rival, SearchPath, Spans, TpuRequest,
 };
 pub use request::{GangShape, GangShapeError, ParseTopologyRequestError, PodSetShape, SliceRequest, TopologyRequest};
 pub use resources::Resources;
-pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec};
+pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec, ToriSpec, TorusEntry};

@@ -6,6 +6,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::Resources;
+use crate::torus::SliceShape;
 
 /// How tightly the pods of one gang must be packed, in terms of the
 /// cluster's named levels (for example `block`, `rack`, `host`).
@@ -97,12 +98,16 @@ pub struct PodSetShape {
     /// Slices of this set, each inside one domain of a level.
     #[serde(default)]
     pub slice: Option<SliceRequest>,
+    /// TPU slices of this shape (e.g. `2x2x4` chips): the set's pods are whole TPU hosts, each
+    /// slice a contiguous box of them on one of the cluster's tori (several: multi-slice).
+    #[serde(default)]
+    pub tpu: Option<SliceShape>,
 }
 
 impl PodSetShape {
     /// `pods` pods of `pod` named `name`, with no constraint of their own.
     pub fn new(name: &str, pods: u32, pod: Resources) -> PodSetShape {
-        PodSetShape { name: name.into(), pods, pod, topology: TopologyRequest::Unconstrained, slice: None }
+        PodSetShape { name: name.into(), pods, pod, topology: TopologyRequest::Unconstrained, slice: None, tpu: None }
     }
 }
 
@@ -146,14 +151,19 @@ impl GangShape {
         self.sets.iter().all(|s| s.pod == first).then_some(first)
     }
 
-    /// Whether the gang is one set without a slice or set constraint of its own: the shape every
-    /// trace and controller produced before pod sets.
+    /// Whether the gang is one set without slices of any kind: the shape every trace and
+    /// controller produced before pod sets.
     pub fn is_simple(&self) -> bool {
-        matches!(self.sets.as_slice(), [s] if s.slice.is_none())
+        matches!(self.sets.as_slice(), [s] if s.slice.is_none() && s.tpu.is_none())
+    }
+
+    /// The TPU slice shape of the gang, when its pods are TPU hosts.
+    pub fn tpu(&self) -> Option<&SliceShape> {
+        self.sets.iter().find_map(|s| s.tpu.as_ref())
     }
 
     /// Checks what can be checked without a cluster: at least one set, names unique, slice
-    /// sizes that divide their sets. The message names the set.
+    /// sizes that divide their sets, a TPU set alone in its gang. The message names the set.
     pub fn validate(&self) -> Result<(), GangShapeError> {
         if self.sets.is_empty() {
             return Err(GangShapeError { set: None, message: "a gang needs at least one pod set".into() });
@@ -172,6 +182,14 @@ impl GangShape {
                 }
                 if s.pods % slice.size != 0 {
                     return Err(named(format!("{} pods do not divide into slices of {}", s.pods, slice.size)));
+                }
+            }
+            if let Some(shape) = &s.tpu {
+                if s.slice.is_some() {
+                    return Err(named(format!("TPU slices of {shape} come from the torus; drop the slice size")));
+                }
+                if self.sets.len() > 1 {
+                    return Err(named("a TPU pod set must be its gang's only pod set".into()));
                 }
             }
         }

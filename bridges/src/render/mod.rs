@@ -122,7 +122,20 @@ pub fn render_jobset(
     // Counts and resources first: the framework defaults below read the merged resources.
     let mut counts: Vec<i32> = spec.replicated_jobs.iter().map(|r| r.template.spec.parallelism.unwrap_or(1)).collect();
     for &i in &trainers {
-        counts[i] = num_nodes;
+        // Trainer v2.4: a trainer job of several replicas (one per TPU slice) shares the nodes.
+        let rjob = &mut spec.replicated_jobs[i];
+        let replicas = rjob.replicas.unwrap_or(1).max(1);
+        if num_nodes % replicas != 0 {
+            return Err(RenderError::UnevenReplicas {
+                job: id,
+                field: nodes_field.into(),
+                num_nodes,
+                replicas,
+                replicated_job: rjob.name.clone(),
+            });
+        }
+        rjob.replicas = Some(replicas);
+        counts[i] = num_nodes / replicas;
     }
     let mut resource_targets = trainers.clone();
     if ml.mpi.is_some() {
@@ -148,7 +161,6 @@ pub fn render_jobset(
 
     for &i in &trainers {
         let rjob = &mut spec.replicated_jobs[i];
-        rjob.replicas = Some(1);
         let Some(node) = node_container(rjob) else { return Err(node_missing(&rjob.name)) };
         if let Some(image) = &trainer_spec.image {
             node.image = Some(image.clone());
@@ -169,7 +181,8 @@ pub fn render_jobset(
         let node = node_container(&mut spec.replicated_jobs[first]).ok_or_else(|| node_missing(NODE))?;
         let nproc =
             policy::torch_nproc(trainer_spec.num_proc_per_node.as_ref(), torch.num_proc_per_node.as_ref(), node);
-        let env = policy::torch_env(&name, counts[first], &nproc);
+        let nodes = counts[first] * spec.replicated_jobs[first].replicas.unwrap_or(1);
+        let env = policy::torch_env(&name, nodes, &nproc);
         inject_trainer_env(&mut spec.replicated_jobs, &trainers, &env);
         inject_targets(&mut spec.replicated_jobs, torch.env_injection.as_ref(), &env);
     }

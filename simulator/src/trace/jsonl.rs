@@ -16,7 +16,9 @@ use trainyard_topology::TopologyRequest;
 
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
-use super::native::{COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology};
+use super::native::{
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology, tpu, tpu_text,
+};
 use crate::job::TraceJob;
 
 /// Reads every line into the collector.
@@ -69,6 +71,7 @@ fn parse_line(text: &str, line: u64) -> Result<TraceJob, RowError> {
         topology: f.optional("topology", |v| topology(&string(v)?), TopologyRequest::Unconstrained)?,
         slice: f.optional("slice", |v| slice(&string(v)?), None)?,
         pod_sets: f.optional("pod_sets", |v| pod_sets(&string(v)?), Vec::new())?,
+        tpu: f.optional("tpu", |v| tpu(&string(v)?), None)?,
     };
     parsed.into_job(line)
 }
@@ -161,6 +164,8 @@ struct JsonRow<'a> {
     slice: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pod_sets: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    tpu: String,
 }
 
 /// Writes the jobs, in the given order, one JSON object per line.
@@ -183,6 +188,7 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             topology: native.topology.to_string(),
             slice: slice_text(native.slice.as_ref()),
             pod_sets: pod_sets_text(&native.pod_sets),
+            tpu: tpu_text(native.tpu.as_ref()),
         };
         serde_json::to_writer(&mut out, &row).map_err(|e| fail(io::Error::from(e)))?;
         out.write_all(b"\n").map_err(fail)?;
@@ -232,7 +238,7 @@ mod tests {
             (r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1}"#, "field `gpus_per_pod`: missing"),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1,"gpus_per_pod":1,"colour":"red"}"#,
-                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets",
+                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu",
             ),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":0,"gpus_per_pod":1}"#,

@@ -1,5 +1,6 @@
 //! trainyard's own trace schema, shared by the `csv` and `jsonl` formats: field names, checks, conversion.
 
+use trainyard_topology::torus::SliceShape;
 use trainyard_topology::{GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 use super::error::RowError;
@@ -20,9 +21,10 @@ pub(crate) const COLUMNS: [&str; 11] = [
     "topology",
 ];
 
-/// Columns a row may have besides those: the main set's slices, and the gang's other pod sets.
-/// Files without them read as before; writers add them only when some job needs them.
-pub(crate) const OPTIONAL_COLUMNS: [&str; 2] = ["slice", "pod_sets"];
+/// Columns a row may have besides those: the main set's slices, the gang's other pod sets, and
+/// the TPU slice shape of the main set. Files without them read as before; writers add them only
+/// when some job needs them.
+pub(crate) const OPTIONAL_COLUMNS: [&str; 3] = ["slice", "pod_sets", "tpu"];
 
 /// One row of the schema, each field parsed but not yet checked as a whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +44,8 @@ pub(crate) struct NativeRow {
     pub slice: Option<SliceRequest>,
     /// The gang's other pod sets.
     pub pod_sets: Vec<PodSetShape>,
+    /// TPU slices of the row's own pods (each pod a whole TPU host), e.g. `2x2x4`.
+    pub tpu: Option<SliceShape>,
 }
 
 /// Name of the pod set a row's own columns describe.
@@ -65,12 +69,18 @@ impl NativeRow {
             topology: job.gang.topology.clone(),
             slice: main.slice.clone(),
             pod_sets: job.gang.sets[1..].to_vec(),
+            tpu: main.tpu.clone(),
         }
     }
 
-    /// Whether the row needs the optional columns.
+    /// Whether the row needs the `slice` and `pod_sets` columns.
     pub fn is_rich(&self) -> bool {
         self.slice.is_some() || !self.pod_sets.is_empty()
+    }
+
+    /// Whether the row needs the `tpu` column.
+    pub fn has_tpu(&self) -> bool {
+        self.tpu.is_some()
     }
 
     /// Checks the row (non-empty id and tenant, runtimes of at least 1 s,
@@ -115,14 +125,21 @@ impl NativeRow {
 
     /// The gang: the row's own set, then its other pod sets, checked as a whole.
     fn gang(&self, pod: Resources, line: u64) -> Result<GangShape, RowError> {
-        let main = PodSetShape { slice: self.slice.clone(), ..PodSetShape::new(MAIN_SET, self.pods, pod) };
+        let main = PodSetShape {
+            slice: self.slice.clone(),
+            tpu: self.tpu.clone(),
+            ..PodSetShape::new(MAIN_SET, self.pods, pod)
+        };
         let sets: Vec<PodSetShape> = std::iter::once(main).chain(self.pod_sets.iter().cloned()).collect();
         let shape = GangShape { sets, topology: self.topology.clone() };
         shape.validate().map_err(|e| {
-            let field = if e.set.as_deref() == Some(MAIN_SET) && self.pod_sets.iter().all(|s| s.name != MAIN_SET) {
-                "slice"
-            } else {
-                "pod_sets"
+            let field = match (
+                e.set.as_deref() == Some(MAIN_SET) && self.pod_sets.iter().all(|s| s.name != MAIN_SET),
+                &self.tpu,
+            ) {
+                (true, Some(_)) => "tpu",
+                (true, None) => "slice",
+                (false, _) => "pod_sets",
             };
             RowError::field(line, field, e.to_string())
         })?;
@@ -150,10 +167,24 @@ pub(crate) fn slice_text(slice: Option<&SliceRequest>) -> String {
     slice.map(|s| format!("{}:{}", s.level, s.size)).unwrap_or_default()
 }
 
+/// The text form of a TPU slice shape, e.g. `2x2x4`; empty means none.
+pub(crate) fn tpu(text: &str) -> Result<Option<SliceShape>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|e: trainyard_topology::torus::TorusError| e.to_string())
+}
+
+/// The text of a TPU slice shape.
+pub(crate) fn tpu_text(shape: Option<&SliceShape>) -> String {
+    shape.map(ToString::to_string).unwrap_or_default()
+}
+
 /// The text form of pod sets: `;`-separated sets, each `<name>=<pods>x<gpus per pod>` followed by
 /// optional space-separated `cpu_milli=<n>`, `memory_mib=<n>`, `required=<level>` (the set alone
-/// inside one domain of that level) and `slice=<level>:<size>`; no commas, so a CSV field needs
-/// no quotes. Empty means no other sets.
+/// inside one domain of that level), `slice=<level>:<size>` and `tpu=<shape>`; no commas, so a
+/// CSV field needs no quotes. Empty means no other sets.
 pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
     let mut sets = Vec::new();
     for (i, part) in text.split(';').map(str::trim).enumerate().filter(|(_, p)| !p.is_empty()) {
@@ -177,8 +208,11 @@ pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
                 "memory_mib" => set.pod.memory_mib = number("memory_mib", value)?,
                 "required" if !value.trim().is_empty() => set.topology = TopologyRequest::Required(value.trim().into()),
                 "slice" => set.slice = slice(value).map_err(at)?,
+                "tpu" => set.tpu = tpu(value).map_err(at)?,
                 other => {
-                    return Err(at(format!("unknown key {other:?}; use cpu_milli, memory_mib, required or slice")));
+                    return Err(at(format!(
+                        "unknown key {other:?}; use cpu_milli, memory_mib, required, slice or tpu"
+                    )));
                 }
             }
         }
@@ -205,6 +239,9 @@ pub(crate) fn pod_sets_text(sets: &[PodSetShape]) -> String {
         }
         if let Some(slice) = &s.slice {
             text.push_str(&format!(" slice={}:{}", slice.level, slice.size));
+        }
+        if let Some(shape) = &s.tpu {
+            text.push_str(&format!(" tpu={shape}"));
         }
         text
     };

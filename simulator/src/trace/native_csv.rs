@@ -15,7 +15,9 @@ use std::io::{self, Read, Write};
 
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
-use super::native::{COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology};
+use super::native::{
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology, tpu, tpu_text,
+};
 use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
 use crate::job::TraceJob;
 
@@ -44,6 +46,7 @@ fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
         topology: row.get("topology", topology)?,
         slice: row.get_optional("slice", slice)?,
         pod_sets: row.get_optional("pod_sets", pod_sets)?,
+        tpu: row.get_optional("tpu", tpu)?,
     };
     parsed.into_job(row.line)
 }
@@ -55,13 +58,23 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
     let rows: Vec<NativeRow> = jobs.iter().map(NativeRow::from_job).collect();
     // Files of one-set gangs keep the columns every earlier reader knows.
     let rich = rows.iter().any(NativeRow::is_rich);
+    let with_tpu = rows.iter().any(NativeRow::has_tpu);
     let mut header: Vec<&str> = COLUMNS.to_vec();
     if rich {
-        header.extend(OPTIONAL_COLUMNS);
+        header.extend(&OPTIONAL_COLUMNS[..2]);
+    }
+    if with_tpu {
+        header.push(OPTIONAL_COLUMNS[2]);
     }
     writer.write_record(&header).map_err(fail)?;
     for r in rows {
-        let extra = rich.then(|| [slice_text(r.slice.as_ref()), pod_sets_text(&r.pod_sets)]);
+        let mut extra: Vec<String> = Vec::new();
+        if rich {
+            extra.extend([slice_text(r.slice.as_ref()), pod_sets_text(&r.pod_sets)]);
+        }
+        if with_tpu {
+            extra.push(tpu_text(r.tpu.as_ref()));
+        }
         let fields = [
             r.id,
             r.submit_s.to_string(),
@@ -75,7 +88,7 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             r.memory_mib_per_pod.to_string(),
             r.topology.to_string(),
         ];
-        writer.write_record(fields.into_iter().chain(extra.into_iter().flatten())).map_err(fail)?;
+        writer.write_record(fields.into_iter().chain(extra)).map_err(fail)?;
     }
     writer.flush().map_err(|error| TraceError::Write { format: "csv", error })
 }
@@ -257,7 +270,7 @@ mod tests {
             ("x,0,60,,t,0,1,1,0,0,,,w=0x1", "field `pod_sets`: pod set 1 (\"w=0x1\"): a pod set needs at least 1 pod"),
             (
                 "x,0,60,,t,0,1,1,0,0,,,w=2x1 colour=red",
-                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required or slice",
+                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required, slice or tpu",
             ),
             ("x,0,60,,t,0,1,1,0,0,,,w", "field `pod_sets`: pod set 1 (\"w\"): write <name>=<pods>x<gpus per pod>"),
         ];

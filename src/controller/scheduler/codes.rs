@@ -20,6 +20,7 @@ pub(super) fn reason_code(reason: &PendingReason) -> String {
         R::Backoff { .. } => "Backoff",
         R::BadSlice { .. } => "BadSlice",
         R::NodeLost { .. } => "NodeLost",
+        R::TpuSlices { .. } => "TpuSlicesUnavailable",
     }
     .to_string()
 }
@@ -43,6 +44,9 @@ pub(super) fn pending_message(reason: &PendingReason, name: &dyn Fn(GangId) -> S
             format!("reservation: starting now would delay {}, which holds the reservation", name(*holder))
         }
         R::QueuedBehind { head } => format!("queued behind {} (strict FIFO)", name(*head)),
+        R::TpuSlices { shape, slices, .. } => {
+            format!("tpu: the gang needs {slices} free {shape} slice(s) on the tori; not all of them are free now")
+        }
         other => other.to_string(),
     }
 }

@@ -175,6 +175,7 @@ impl SchedulingLoop {
             self.hosts.by_host_name.remove(&old.1);
         }
         self.hosts.by_host_name.insert(host_name, h);
+        self.follow_tpu_pool(h, &facts.host);
         self.hosts.nodes.insert(name.to_string(), NodeEntry { host: Some(h), facts: Some(facts) });
         self.touch_host(h);
         if current.is_none() {
@@ -185,6 +186,20 @@ impl SchedulingLoop {
             }
         }
         None
+    }
+
+    /// A GKE TPU host makes its node pool (when the Topology has that level) a torus of the chip
+    /// topology its label names; a pool whose hosts disagree follows the last one read.
+    fn follow_tpu_pool(&mut self, h: HostId, spec: &trainyard_topology::HostSpec) {
+        use trainyard_topology::sources::k8s_nodes::tpu::{NODEPOOL_LABEL, TPU_TOPOLOGY_LABEL, gke_torus};
+        let topo = self.engine.cluster().topology();
+        let Some(level) = topo.levels().iter().position(|l| l == NODEPOOL_LABEL) else { return };
+        let Some(shape) = spec.attrs.labels.get(TPU_TOPOLOGY_LABEL) else { return };
+        let pool = topo.ancestor_at(topo.host_domain(h), (level + 1) as u8);
+        let torus = gke_torus(shape, spec.capacity.gpus);
+        if let Err(e) = self.engine.set_torus(pool, torus) {
+            tracing::warn!(host = ?h, error = %e, "TPU node pool not modelled as a torus");
+        }
     }
 
     /// A node left: its pods' foreign usage is released (they stay known, in case it returns),

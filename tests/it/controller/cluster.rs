@@ -189,13 +189,26 @@ fn settings(policy: &str) -> LiveSettings {
 
 /// A fresh start on objects: every kind listed once, then the engine built.
 pub fn start(policy: &str, nodes: &[Node], pods: &[Pod], jobs: &[TrainJob], runtimes: Arc<Runtimes>, now: u64) -> Live {
+    start_on(policy, &[], nodes, pods, jobs, runtimes, now)
+}
+
+/// [`start`] with Topology objects (the one named `default` is used).
+pub fn start_on(
+    policy: &str,
+    topologies: &[trainyard::api::Topology],
+    nodes: &[Node],
+    pods: &[Pod],
+    jobs: &[TrainJob],
+    runtimes: Arc<Runtimes>,
+    now: u64,
+) -> Live {
     let mut initial = Initial::default();
     let changes = listed(Change::Node, nodes)
         .into_iter()
         .chain(listed(Change::Pod, pods))
         .chain(listed(Change::Job, jobs))
         .chain(listed(Change::Queue, &[]))
-        .chain(listed(Change::Topology, &[]));
+        .chain(listed(Change::Topology, topologies));
     for c in changes {
         initial.take(c);
     }

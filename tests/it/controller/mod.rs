@@ -4,6 +4,7 @@ mod cluster;
 mod common;
 mod live;
 mod live_props;
+mod live_tpu;
 mod mock;
 mod mock_live;
 mod plan;

@@ -191,7 +191,16 @@ fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
 /// (`tests/golden/render/<name>`, which `scripts/check_workloads.py` also checks against the
 /// upstream schemas; `TRAINYARD_BLESS=1` rewrites it). Returns the output.
 fn golden_render(name: &str, job: &str, runtime: &str) -> String {
-    let (ok, out, err) = render(&["-f", &path(job), "--runtime", &path(runtime), "--topology", &path(CLUSTER)]);
+    golden_render_on(name, job, runtime, CLUSTER, &[])
+}
+
+/// [`golden_render`] on another cluster, with more flags.
+fn golden_render_on(name: &str, job: &str, runtime: &str, cluster: &str, flags: &[&str]) -> String {
+    let mut args =
+        vec!["-f".to_string(), path(job), "--runtime".into(), path(runtime), "--topology".into(), path(cluster)];
+    args.extend(flags.iter().map(|f| f.to_string()));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, out, err) = render(&args);
     assert!(ok, "{err}");
     let golden = root().join(format!("tests/golden/render/{name}"));
     if std::env::var_os("TRAINYARD_BLESS").is_some() {
@@ -249,4 +258,46 @@ fn a_leader_worker_set_keeps_its_leader_and_workers_in_one_rack() {
     let domains = pod_domains(&out);
     assert_eq!(domains.len(), 5);
     assert!(domains.iter().all(|d| d.1 == domains[0].1), "one rack: {domains:?}");
+}
+
+#[test]
+fn a_multi_slice_tpu_trainjob_gets_two_whole_node_pools_in_one_block() {
+    let out = golden_render_on(
+        "tpu-multislice.jobset.yaml",
+        "tests/fixtures/render/tpu-multislice.trainjob.yaml",
+        "tests/fixtures/render/jax-tpu.runtime.yaml",
+        "tests/fixtures/render/gke-tpu.cluster.yaml",
+        &["--gpu-resource", "google.com/tpu"],
+    );
+    assert!(out.contains("replicas: 2") && out.contains("parallelism: 4"), "one job per slice: {out}");
+    // `# pod node job J index I -> v5p-<pool>-hN`: each job (slice) fills one pool, both in one block.
+    let pools: Vec<(String, String)> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("# pod node job "))
+        .map(|l| {
+            let (job, host) = l.split_once(" index ").unwrap();
+            let host = host.rsplit("-> ").next().unwrap();
+            (job.to_string(), host.rsplit_once("-h").unwrap().0.to_string())
+        })
+        .collect();
+    assert_eq!(pools.len(), 8, "{out}");
+    for slice in pools.chunks(4) {
+        assert!(slice.iter().all(|p| *p == slice[0]), "a slice is one whole pool: {pools:?}");
+    }
+    assert_ne!(pools[0].1, pools[4].1, "two slices, two pools");
+    assert_eq!(pools[0].1[..5], pools[4].1[..5], "one block: {pools:?}");
+
+    // Eight nodes over three replicas, or a shape no pool has, are refused naming the field.
+    let (ok, _, err) = render(&[
+        "-f",
+        &path("tests/fixtures/render/tpu-multislice.trainjob.yaml"),
+        "--runtime",
+        &path("tests/fixtures/render/jax-tpu.runtime.yaml"),
+        "--topology",
+        &path("examples/clusters/demo.yaml"),
+        "--gpu-resource",
+        "google.com/tpu",
+    ]);
+    assert!(!ok);
+    assert!(err.contains("without TPU tori"), "{err}");
 }

@@ -186,6 +186,17 @@ impl Cluster {
         Ok(())
     }
 
+    /// Makes domain `d` a TPU torus of `spec`, or no longer one; nothing changes when it already
+    /// is what `spec` says.
+    pub fn set_torus(&mut self, d: crate::DomainId, spec: Option<crate::torus::TorusSpec>) -> Result<()> {
+        if self.topo.torus(d) == spec.as_ref() {
+            return Ok(());
+        }
+        self.topo.set_torus(d, spec)?;
+        self.structure_changed();
+        Ok(())
+    }
+
     /// Marks a host schedulable and ready, or not; gangs on it keep it either way.
     pub fn set_ready(&mut self, host: HostId, ready: bool) -> Result<()> {
         self.check_live(host)?;

@@ -131,8 +131,18 @@ impl Cluster {
 
     /// Parses, validates and builds a cluster from YAML.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<Cluster> {
-        let spec = ClusterSpec::from_yaml(text, source_name)?.resolve(source_name)?;
-        Ok(Cluster::new(Topology::build(&spec)?))
+        let written = ClusterSpec::from_yaml(text, source_name)?;
+        let spec = written.resolve(source_name)?;
+        let mut cluster = Cluster::new(Topology::build(&spec)?);
+        // No class exists yet, so the labels are set in place, before any filter reads them.
+        for (path, labels) in written.node_labels() {
+            if let Some(h) = cluster.topo.find_host(&path) {
+                let attrs = &mut cluster.hosts[h.0 as usize].attrs;
+                attrs.node_name = path.last().cloned().unwrap_or_default();
+                attrs.labels = labels;
+            }
+        }
+        Ok(cluster)
     }
 
     /// The tree.
@@ -416,6 +426,10 @@ impl Cluster {
             Demand::Single(r) => self.place_with(policy, r),
             Demand::Joint(j) if policy == PlacementPolicy::Trainyard => self.place_joint_exactly(j),
             Demand::Joint(j) => self.place_joint_under(j, DomainId::ROOT),
+            Demand::Tpu(t) => {
+                let free = self.classes.free(t.hosts, &self.free);
+                placement::tpu::place(&self.topo, free, t, &self.model)
+            }
         }
     }
 
@@ -438,6 +452,10 @@ impl Cluster {
                 let (topo, model) = (&self.topo, &self.model);
                 placement::joint::greedy_under(topo, capacity, j, DomainId::ROOT, model, &mut self.scratch.greedy)
                     .map(|p| p.into_placement(j))
+            }
+            Demand::Tpu(t) => {
+                let capacity = self.classes.capacity(t.hosts, &self.topo, &self.hosts, self.generation);
+                placement::tpu::place(&self.topo, capacity, t, &self.model)
             }
         }
     }

@@ -12,7 +12,7 @@ use crate::{Error, InputError, Resources, Result};
 impl Topology {
     /// A cluster with levels and no hosts yet (a live cluster's start).
     pub fn empty(name: &str, levels: Vec<String>) -> Result<Topology> {
-        let spec = crate::ResolvedSpec { name: name.to_string(), levels, nodes: Vec::new() };
+        let spec = crate::ResolvedSpec { name: name.to_string(), levels, nodes: Vec::new(), tori: Vec::new() };
         Topology::build(&spec)
     }
 
@@ -192,6 +192,7 @@ impl Topology {
             self.capacity[d as usize] = Resources::ZERO;
             self.graph[NodeIndex::new(d as usize)].depth = DEAD_DEPTH;
             self.free_domains.push(d);
+            self.tori.remove(&d);
             if parent == 0 || !self.children[parent as usize].is_empty() {
                 break;
             }

@@ -4,7 +4,7 @@
 //! hosts sit at depth `levels.len()`. Besides the graph we keep flat parent/children arrays
 //! because the scheduler walks them millions of times per replay.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
@@ -12,6 +12,9 @@ use crate::{Error, InputError, ResolvedSpec, Resources, Result, TopologyRequest}
 
 mod gang;
 mod live;
+mod tori;
+
+pub(crate) use tori::{block_grid, block_index, block_origin};
 
 /// Index of a domain (any level, including hosts and the cluster root).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,6 +89,8 @@ pub struct Topology {
     free_domains: Vec<u32>,
     free_hosts: Vec<u32>,
     live_hosts: usize,
+    /// TPU tori by domain vertex (see `tori.rs`).
+    tori: BTreeMap<u32, crate::torus::TorusSpec>,
 }
 
 /// No flavor.
@@ -169,6 +174,7 @@ impl Topology {
             free_domains: Vec::new(),
             free_hosts: Vec::new(),
             live_hosts: spec.nodes.len(),
+            tori: BTreeMap::new(),
         };
         for (h, cap) in topo.hosts.iter().zip(&host_capacity) {
             let mut d = *h;
@@ -183,6 +189,12 @@ impl Topology {
             }
         }
         topo.capacity = capacity;
+        for entry in &spec.tori {
+            let d = topo.find(&entry.path).ok_or_else(|| {
+                InputError::invalid(&spec.name, None, "tori", format!("no domain `{}`", entry.path.join("/")))
+            })?;
+            topo.set_torus(d, Some(entry.spec.clone()))?;
+        }
         Ok(topo)
     }
 

@@ -1,9 +1,10 @@
 //! What a whole gang asks of the cluster, whatever its shape: one pod set (the single-set search
-//! of `greedy.rs` and `exact.rs`) or several placed together (`joint.rs`).
+//! of `greedy.rs` and `exact.rs`), several placed together (`joint.rs`), or TPU slices on the
+//! cluster's tori (`tpu.rs`).
 
 use std::sync::Arc;
 
-use super::{JointRequest, PlacementRequest};
+use super::{JointRequest, PlacementRequest, TpuRequest};
 use crate::{HostClass, LevelConstraint, Resources};
 
 /// A gang's demand on the cluster. Cheap to clone and hashable, so that answers can be cached
@@ -14,6 +15,8 @@ pub enum Demand {
     Single(PlacementRequest),
     /// Several pod sets, each with its own shape and constraint, inside one gang domain.
     Joint(Arc<JointRequest>),
+    /// Whole TPU hosts in slices of a torus shape.
+    Tpu(Arc<TpuRequest>),
 }
 
 impl Demand {
@@ -22,6 +25,7 @@ impl Demand {
         match self {
             Demand::Single(r) => r.total(),
             Demand::Joint(j) => j.total(),
+            Demand::Tpu(t) => t.total(),
         }
     }
 
@@ -30,6 +34,7 @@ impl Demand {
         match self {
             Demand::Single(r) => r.pods,
             Demand::Joint(j) => j.pods(),
+            Demand::Tpu(t) => t.pods,
         }
     }
 
@@ -38,6 +43,7 @@ impl Demand {
         match self {
             Demand::Single(r) => r.hosts,
             Demand::Joint(j) => j.hosts,
+            Demand::Tpu(t) => t.hosts,
         }
     }
 
@@ -46,6 +52,7 @@ impl Demand {
         match self {
             Demand::Single(r) => r.flavor,
             Demand::Joint(j) => j.flavor,
+            Demand::Tpu(t) => t.flavor,
         }
     }
 
@@ -54,6 +61,7 @@ impl Demand {
         match self {
             Demand::Single(r) => r.constraint,
             Demand::Joint(j) => j.constraint,
+            Demand::Tpu(t) => t.constraint,
         }
     }
 
@@ -62,6 +70,7 @@ impl Demand {
         match self {
             Demand::Single(r) => Demand::Single(PlacementRequest { flavor, ..*r }),
             Demand::Joint(j) => Demand::Joint(Arc::new(JointRequest { flavor, ..(**j).clone() })),
+            Demand::Tpu(t) => Demand::Tpu(Arc::new(TpuRequest { flavor, ..(**t).clone() })),
         }
     }
 
@@ -71,6 +80,8 @@ impl Demand {
             Demand::Single(r) => Demand::Single(PlacementRequest { hosts, ..r }),
             Demand::Joint(j) if j.hosts == hosts => Demand::Joint(j),
             Demand::Joint(j) => Demand::Joint(Arc::new(JointRequest { hosts, ..(*j).clone() })),
+            Demand::Tpu(t) if t.hosts == hosts => Demand::Tpu(t),
+            Demand::Tpu(t) => Demand::Tpu(Arc::new(TpuRequest { hosts, ..(*t).clone() })),
         }
     }
 
@@ -78,12 +89,14 @@ impl Demand {
     pub fn uniform_pod(&self) -> Option<Resources> {
         match self {
             Demand::Single(r) => Some(r.pod),
+            Demand::Tpu(t) => Some(t.pod),
             Demand::Joint(_) => None,
         }
     }
 
     /// The single-set request of `pods` pods of set `k`'s shape only (`k` = 0 for a single set),
     /// without slices, for searches that place one pod shape at a time (a lost host's pods).
+    /// `None` for TPU slices: a host of a slice cannot be swapped for one outside its box.
     pub fn set_request(&self, k: usize, pods: u32) -> Option<PlacementRequest> {
         match self {
             Demand::Single(r) => (k == 0).then_some(PlacementRequest {
@@ -101,6 +114,7 @@ impl Demand {
                     hosts: j.hosts,
                 })
             }
+            Demand::Tpu(_) => None,
         }
     }
 }

@@ -15,12 +15,14 @@ pub(crate) mod joint;
 pub(crate) mod joint_exact;
 mod mip;
 mod policy;
+pub(crate) mod tpu;
 
 pub use cost::{CostBreakdown, CostModel, Spans};
 pub use demand::Demand;
 pub use explain::{Explanation, LevelVerdict, Rival};
 pub use joint::{JointOptions, JointPlacement, JointRequest, PodSet};
 pub use policy::{ParsePlacementPolicyError, PlacementPolicy};
+pub use tpu::TpuRequest;
 
 use crate::{DomainId, HostId, LevelConstraint, Resources, Topology};
 
@@ -67,6 +69,8 @@ pub enum SearchPath {
     Baseline,
     /// Decided earlier and recorded (a scheduler taking back its running gangs after a restart).
     Recorded,
+    /// TPU slices as contiguous boxes on the cluster's tori.
+    Torus,
 }
 
 /// One pod set's share of a [`Placement`]: `pods` pods of shape `pod`, whose hosts follow those
@@ -195,6 +199,17 @@ pub enum PlacementFailure {
         pods: u32,
         /// The slice size asked for.
         size: u32,
+    },
+    /// Not every TPU slice finds a free contiguous box on the tori now.
+    Slices {
+        /// The slice shape, e.g. `2x2x4`.
+        shape: String,
+        /// Slices the gang asks for.
+        slices: u32,
+        /// Most slices that fit now (in one domain of the gang's level).
+        placed: u32,
+        /// Most free chips on the candidate tori of one such domain.
+        free_chips: u64,
     },
 }
 

@@ -55,8 +55,12 @@ pub fn parse(text: &str, source_name: &str, defaults: HostDefaults) -> Result<Lo
     if nodes.is_empty() {
         return Err(invalid(1, "rows", "no hosts".to_string()).into());
     }
-    let spec =
-        ResolvedSpec { name: source_name.to_string(), levels: LEVELS.iter().map(|l| l.to_string()).collect(), nodes };
+    let spec = ResolvedSpec {
+        name: source_name.to_string(),
+        levels: LEVELS.iter().map(|l| l.to_string()).collect(),
+        nodes,
+        tori: Vec::new(),
+    };
     Ok(LoadedTopology { spec, warnings })
 }
 

@@ -166,6 +166,19 @@ impl fmt::Display for SliceShape {
     }
 }
 
+impl serde::Serialize for SliceShape {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SliceShape {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<SliceShape, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl FromStr for SliceShape {
     type Err = TorusError;
 

@@ -29,7 +29,7 @@ pub fn arb_cluster() -> impl Strategy<Value = (Cluster, Vec<u64>)> {
                 NodeEntry { path, capacity: Resources::gpus(gpus), flavor: None }
             })
             .collect();
-        let spec = ResolvedSpec { name: "rnd".into(), levels, nodes };
+        let spec = ResolvedSpec { name: "rnd".into(), levels, nodes, tori: Vec::new() };
         let mut cluster = Cluster::new(Topology::build(&spec).unwrap());
         let used: Vec<u64> = hosts.iter().map(|&(gpus, used, _, _)| used.min(gpus)).collect();
         for (h, &u) in used.iter().enumerate() {

@@ -120,8 +120,12 @@ fn arb_small() -> impl Strategy<Value = Cluster> {
                 flavor: None,
             })
             .collect();
-        let spec =
-            ResolvedSpec { name: "rnd".into(), levels: vec!["block".into(), "rack".into(), "host".into()], nodes };
+        let spec = ResolvedSpec {
+            name: "rnd".into(),
+            levels: vec!["block".into(), "rack".into(), "host".into()],
+            nodes,
+            tori: Vec::new(),
+        };
         let mut c = Cluster::new(Topology::build(&spec).unwrap());
         for (h, &(gpus, used, _, _)) in hosts.iter().enumerate() {
             c.allocate(HostId(h as u32), Resources::gpus(used.min(gpus))).unwrap();

@@ -5,3 +5,4 @@ mod exact;
 mod greedy;
 mod joint;
 mod torus;
+mod tpu_slices;

@@ -16,6 +16,7 @@
 
 mod kueue;
 pub mod quantity;
+pub mod tpu;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -241,7 +242,10 @@ pub fn parse(text: &str, source_name: &str, options: &NodeListOptions) -> Result
     kept.sort_by(|a, b| a.name.cmp(b.name));
     let nodes: Vec<NodeEntry> =
         kept.into_iter().map(|k| NodeEntry { flavor: k.flavor, ..node(k.path, k.capacity) }).collect();
-    Ok(LoadedTopology { spec: ResolvedSpec { name: source_name.to_string(), levels, nodes }, warnings })
+    Ok(LoadedTopology {
+        spec: ResolvedSpec { name: source_name.to_string(), levels, nodes, tori: Vec::new() },
+        warnings,
+    })
 }
 
 fn invalid(source_name: &str, line: Option<u64>, field: impl Into<String>, message: String) -> Error {

@@ -140,7 +140,7 @@ pub(super) fn build(lines: &[Line], src: &Source<'_>, defaults: HostDefaults) ->
     let mut levels: Vec<String> = exponents[1..].iter().rev().map(|&e| format!("block{}", sizes.base << e)).collect();
     levels.push("block".to_string());
     levels.push("host".to_string());
-    Ok(LoadedTopology { spec: ResolvedSpec { name: src.name.to_string(), levels, nodes }, warnings })
+    Ok(LoadedTopology { spec: ResolvedSpec { name: src.name.to_string(), levels, nodes, tori: Vec::new() }, warnings })
 }
 
 /// Checks Slurm's rules: positive sizes, increasing, each the base times a power of two.

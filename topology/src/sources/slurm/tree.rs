@@ -95,7 +95,7 @@ pub(super) fn build(lines: &[Line], src: &Source<'_>, defaults: HostDefaults) ->
     }
     let mut levels: Vec<String> = (1..=top).rev().map(|h| format!("switch{h}")).collect();
     levels.push("host".to_string());
-    Ok(LoadedTopology { spec: ResolvedSpec { name: src.name.to_string(), levels, nodes }, warnings })
+    Ok(LoadedTopology { spec: ResolvedSpec { name: src.name.to_string(), levels, nodes, tori: Vec::new() }, warnings })
 }
 
 /// Reads every `SwitchName` line, expanding lists and checking names and node ownership.

@@ -14,6 +14,7 @@
 //! nodes:
 //!   - {name: h1, at: {block: b0, rack: r0}, gpus: 8, cpus: 64, memory_gib: 512}
 //! ```
+//! TPU hosts also name the tori they form (`tori`, see `tori.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,6 +22,10 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use crate::{Error, InputError, Resources, Result};
+
+mod tori;
+
+pub use tori::{ToriSpec, TorusEntry};
 
 /// A whole cluster description, as written in YAML.
 #[derive(Debug, Clone, Deserialize)]
@@ -36,6 +41,9 @@ pub struct ClusterSpec {
     /// Or list the nodes one by one.
     #[serde(default)]
     pub nodes: Vec<Spanned<NodeSpec>>,
+    /// Domains whose hosts form TPU tori.
+    #[serde(default)]
+    pub tori: Vec<Spanned<ToriSpec>>,
 }
 
 /// A regular tree: `counts[i]` domains of `levels[i]` under each domain of the level above.
@@ -101,6 +109,9 @@ pub struct NodeSpec {
     /// GPU flavor (model), e.g. `h100`.
     #[serde(default)]
     pub flavor: Option<String>,
+    /// Node labels, for the selectors and affinities of pods (e.g. GKE's TPU labels).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// A node ready to be put into the graph: its path of domain names and its capacity.
@@ -124,12 +135,29 @@ pub struct ResolvedSpec {
     pub levels: Vec<String>,
     /// Nodes in declaration (or generation) order.
     pub nodes: Vec<NodeEntry>,
+    /// Domains that are TPU tori.
+    pub tori: Vec<TorusEntry>,
 }
 
 impl ClusterSpec {
     /// Parses YAML text; `source_name` (usually the file name) prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<ClusterSpec> {
         serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e).into())
+    }
+
+    /// The labels of every listed node that has some, by its path of names.
+    pub fn node_labels(&self) -> Vec<(Vec<String>, BTreeMap<String, String>)> {
+        let upper = self.levels.len().saturating_sub(1);
+        self.nodes
+            .iter()
+            .filter(|n| !n.value.labels.is_empty())
+            .map(|n| {
+                let at =
+                    self.levels[..upper].iter().map(|l| n.value.at.get(l.value.trim()).cloned().unwrap_or_default());
+                let path = at.chain(std::iter::once(n.value.name.clone())).collect();
+                (path, n.value.labels.clone())
+            })
+            .collect()
     }
 
     /// Checks the description and expands it into a flat node list.
@@ -166,7 +194,8 @@ impl ClusterSpec {
             (Some(generate), true) => generate_nodes(&levels, generate, &invalid)?,
             (None, false) => list_nodes(&levels, &self.nodes, &invalid)?,
         };
-        Ok(ResolvedSpec { name: self.name.clone(), levels, nodes })
+        let tori = tori::resolve_tori(&levels, &nodes, &self.tori, &invalid)?;
+        Ok(ResolvedSpec { name: self.name.clone(), levels, nodes, tori })
     }
 }
 
