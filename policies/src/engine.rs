@@ -6,8 +6,10 @@
 //! cannot start either blocks the ones behind it (strict FIFO) or receives a reservation
 //! that later gangs must not delay (EASY backfill, see `backfill.rs`).
 
+use crate::gang_map::FastHash;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use trainyard_topology::{Cluster, Demand, GangShape, HostId, Placement, PlacementFailure, Resources};
 
@@ -56,6 +58,9 @@ pub(crate) struct GangRecord {
     pub(crate) not_before: u64,
     /// The quota limit its last `Quota` reason named.
     pub(crate) quota_limit: Option<(QueueIdx, crate::quota_tree::QuotaLimit)>,
+    /// That `Quota` reason, kept while another reason stands, so that a gang blocked by the same
+    /// limit again takes it back instead of building its words anew.
+    pub(crate) quota_reason: Option<Box<PendingReason>>,
 }
 
 #[derive(Clone, Debug)]
@@ -100,8 +105,8 @@ pub struct Engine {
     /// matches no host, so its gangs are reported as never fitting).
     pub(crate) flavor_of: BTreeMap<String, u16>,
     pub(crate) fair_share: FairShare,
-    pub(crate) gangs: BTreeMap<GangId, GangRecord>,
-    pub(crate) pending: BTreeMap<OrderKey, GangId>,
+    pub(crate) gangs: crate::gang_map::GangMap,
+    pub(crate) pending: crate::pending::Pending,
     pub(crate) pending_without_gpus: usize,
     /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
     pub(crate) pending_by_size: BTreeSet<SizeKey>,
@@ -111,12 +116,12 @@ pub struct Engine {
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
     pub(crate) fair: Option<FairSharing>,
-    pub(crate) never_fits: HashMap<Demand, Option<PlacementFailure>>,
+    pub(crate) never_fits: HashMap<Demand, Option<PlacementFailure>, FastHash>,
     /// The cluster generation `never_fits` was computed for.
     pub(crate) never_fits_generation: u64,
     /// Placement failures by request with the free-capacity epoch they were found at: valid
     /// while nothing was freed since (free capacity only shrank), so they are not searched again.
-    pub(crate) failed_at: HashMap<Demand, (u64, PlacementFailure)>,
+    pub(crate) failed_at: HashMap<Demand, (u64, Arc<PlacementFailure>), FastHash>,
     pub(crate) arrivals: u64,
     pub(crate) cycle: u64,
     last_now: u64,
@@ -128,16 +133,16 @@ pub struct Engine {
     last_full: Option<u64>,
     /// The last call to `schedule` ran a full cycle.
     ran: bool,
-    /// Gangs whose decision may have changed since the caller last asked.
-    pub(crate) changed: BTreeSet<GangId>,
+    /// Gangs whose decision may have changed since the caller last asked (sorted when taken).
+    pub(crate) changed: crate::gang_map::GangSet,
     /// Pending gangs waiting out a backoff, by the time they may start.
     pub(crate) backoffs: BTreeSet<(u64, GangId)>,
     /// Running gangs with pods on each host (looked up only).
-    pub(crate) on_host: HashMap<HostId, BTreeSet<GangId>>,
+    pub(crate) on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
     /// Running gangs with lost hosts, each with when it was lost.
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
     /// Pending gangs by what they ask of the cluster (looked up by request only).
-    pub(crate) pending_by_request: HashMap<Demand, BTreeSet<GangId>>,
+    pub(crate) pending_by_request: HashMap<Demand, BTreeSet<GangId>, FastHash>,
     /// The cluster generation pending gangs were last checked against the empty cluster for.
     pruned_generation: u64,
 }
@@ -183,8 +188,8 @@ impl Engine {
             quotas,
             flavor_of: BTreeMap::new(),
             fair_share,
-            gangs: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            gangs: crate::gang_map::GangMap::default(),
+            pending: crate::pending::Pending::default(),
             pending_without_gpus: 0,
             pending_by_size: BTreeSet::new(),
             running_by_end: BTreeSet::new(),
@@ -192,9 +197,9 @@ impl Engine {
             preemption: PreemptionRules::default(),
             lifecycle: LifecycleRules::default(),
             fair,
-            never_fits: HashMap::new(),
+            never_fits: HashMap::default(),
             never_fits_generation: 0,
-            failed_at: HashMap::new(),
+            failed_at: HashMap::default(),
             arrivals: 0,
             cycle: 0,
             last_now: 0,
@@ -202,11 +207,11 @@ impl Engine {
             dirty: true,
             last_full: None,
             ran: false,
-            changed: BTreeSet::new(),
+            changed: crate::gang_map::GangSet::default(),
             backoffs: BTreeSet::new(),
-            on_host: HashMap::new(),
+            on_host: HashMap::default(),
             lost: BTreeMap::new(),
-            pending_by_request: HashMap::new(),
+            pending_by_request: HashMap::default(),
             pruned_generation: 0,
         };
         engine.pruned_generation = engine.cluster.generation();
@@ -259,7 +264,7 @@ impl Engine {
 
     /// Pending gangs in scheduling order.
     pub fn pending(&self) -> impl Iterator<Item = GangId> + '_ {
-        self.pending.values().copied()
+        self.pending.ids()
     }
 
     /// The smallest pending gang that asks for GPUs: fewest GPUs in total, then the smallest
@@ -285,8 +290,8 @@ impl Engine {
 
     /// Running gangs with their placement and start time, by id.
     pub fn running(&self) -> impl Iterator<Item = (GangId, &Placement, u64)> + '_ {
-        self.gangs.iter().filter_map(|(id, g)| match &g.state {
-            GangState::Running { placement, start, .. } => Some((*id, placement, *start)),
+        crate::gang_map::ids(&self.gangs).into_iter().filter_map(|id| match &self.gangs[&id].state {
+            GangState::Running { placement, start, .. } => Some((id, placement, *start)),
             GangState::Pending { .. } => None,
         })
     }
@@ -327,14 +332,13 @@ impl Engine {
         self.cycle += 1;
         let blanket_before = self.blanket.take();
         let mode = self.config.backfill;
-        let mut failed_shapes: HashMap<Demand, PlacementFailure> = HashMap::new();
+        let mut failed_shapes: HashMap<Demand, Arc<PlacementFailure>, FastHash> = HashMap::default();
         let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
         let mut reservation: Option<ReservationPlan> = None;
         let mut holds = Holds::default();
         self.advance_history(now);
-        let gangs = &self.gangs;
-        let requeues = self.preemption.within_queue || self.preemption.reclaim;
-        let mut order = Order::new(&self.pending, |id| gangs[&id].queue, self.fair.is_some(), requeues);
+        self.pending.open_cycle();
+        let mut order = Order::new(&self.pending, self.fair.is_some());
         while let Some((key, id)) = order.next(&self.pending, |q| self.share(q)) {
             let free = self.cluster.total_free();
             // A full cluster ends the cycle, except that the head of the line may still
@@ -385,13 +389,31 @@ impl Engine {
                     g.quota_limit == Some(limit) && matches!(r, PendingReason::Quota { .. })
                 };
                 if reserved_at.is_some() || !self.keep_status(id, same) {
-                    let reason = PendingReason::Quota {
-                        queue: self.quotas.name(queue).to_string(),
-                        requested_gpus: gpus,
-                        used_gpus: self.quotas.usage(queue).gpus,
-                        available_gpus: self.quotas.available(queue).gpus,
-                        limit: self.quotas.describe(&block),
-                        blocked_by: self.quotas.limit_name(&block),
+                    let (used, available) = (self.quotas.usage(queue).gpus, self.quotas.available(queue).gpus);
+                    let kept = self
+                        .gangs
+                        .get_mut(&id)
+                        .filter(|g| g.quota_limit == Some(limit))
+                        .and_then(|g| g.quota_reason.take());
+                    let reason = match kept.map(|r| *r) {
+                        Some(PendingReason::Quota { queue, requested_gpus, limit, blocked_by, .. }) => {
+                            PendingReason::Quota {
+                                queue,
+                                requested_gpus,
+                                used_gpus: used,
+                                available_gpus: available,
+                                limit,
+                                blocked_by,
+                            }
+                        }
+                        _ => PendingReason::Quota {
+                            queue: self.quotas.name(queue).to_string(),
+                            requested_gpus: gpus,
+                            used_gpus: used,
+                            available_gpus: available,
+                            limit: self.quotas.describe(&block),
+                            blocked_by: self.quotas.limit_name(&block),
+                        },
                     };
                     self.set_status(id, reason, reserved_at);
                     if let Some(g) = self.gangs.get_mut(&id) {
@@ -411,14 +433,10 @@ impl Engine {
                 .get(&request)
                 .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
             let was_known = known.is_some();
+            // A known failure is shared, not copied: most gangs a cycle visits meet one.
             let placed = match known {
-                // Still true (nothing was freed since), but the free amount may have shrunk.
-                Some(PlacementFailure::Capacity { requested, .. }) => Err(PlacementFailure::Capacity {
-                    requested: *requested,
-                    free: self.cluster.free_for(request.hosts(), trainyard_topology::DomainId::ROOT),
-                }),
-                Some(failure) => Err(failure.clone()),
-                None => self.cluster.place_demand(&request),
+                Some(failure) => Err(Arc::clone(failure)),
+                None => self.cluster.place_demand(&request).map_err(Arc::new),
             };
             let placement = match placed {
                 Ok(p) => p,
@@ -431,13 +449,14 @@ impl Engine {
                         continue;
                     }
                     if !was_known {
-                        failed_shapes.insert(request.clone(), failure.clone());
-                        self.failed_at.insert(request, (self.cluster.epoch(), failure.clone()));
+                        failed_shapes.insert(request.clone(), Arc::clone(&failure));
+                        self.failed_at.insert(request.clone(), (self.cluster.epoch(), Arc::clone(&failure)));
                     }
                     let mut reserved_at = None;
                     match mode {
                         BackfillMode::None => {
-                            self.set_status(id, failure.into(), None);
+                            let reason = self.fresh_reason(&failure, &request);
+                            self.set_status(id, reason, None);
                             self.blanket = Some(Blanket::QueuedBehind(id));
                             break;
                         }
@@ -449,7 +468,8 @@ impl Engine {
                     }
                     let same = |_: &GangRecord, r: &PendingReason| r.steady_eq_failure(&failure);
                     if reserved_at.is_some() || !self.keep_status(id, same) {
-                        self.set_status(id, failure.into(), reserved_at);
+                        let reason = self.fresh_reason(&failure, &request);
+                        self.set_status(id, reason, reserved_at);
                     }
                     if self.starving(id, now) {
                         // Nobody may pass a gang that has waited too long.
@@ -474,13 +494,13 @@ impl Engine {
             self.pending.remove(&key);
             cycle.admitted.push(Admission { id, placement, backfilled });
         }
+        self.pending.close_cycle();
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if self.blanket != blanket_before {
             // Gangs the cycle did not reach now read another blanket reason.
             let stale: Vec<GangId> = self
                 .pending
-                .values()
-                .copied()
+                .ids()
                 .filter(|id| matches!(self.gangs[id].state, GangState::Pending { cycle, .. } if cycle < self.cycle))
                 .collect();
             self.changed.extend(stale);
@@ -522,6 +542,18 @@ impl Engine {
             Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
         };
         Some(PendingStatus { reason, reserved_at: None })
+    }
+
+    /// The reason a placement failure gives now: a capacity failure with today's free amount (a
+    /// known one was found when more or less was free).
+    fn fresh_reason(&self, failure: &PlacementFailure, request: &Demand) -> PendingReason {
+        match failure {
+            PlacementFailure::Capacity { requested, .. } => PendingReason::Capacity {
+                requested: *requested,
+                free: self.cluster.free_for(request.hosts(), trainyard_topology::DomainId::ROOT),
+            },
+            other => other.clone().into(),
+        }
     }
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.

@@ -140,7 +140,7 @@ impl Engine {
                         id: other,
                         queue: self.gangs[&other].queue,
                         total: self.gangs[&other].total,
-                        placement: placement.clone(),
+                        placement,
                         priority: self.gangs[&other].request.priority,
                         lost_work: 0,
                     }),

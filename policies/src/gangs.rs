@@ -64,7 +64,7 @@ impl Engine {
         let arrival = self.arrivals;
         let key = (Reverse(request.priority), request.submit, request.order, arrival);
         self.arrivals += 1;
-        self.pending.insert(key, request.id);
+        self.pending.insert(key, request.id, queue);
         if gpus == 0 {
             self.pending_without_gpus += 1;
         } else {
@@ -89,6 +89,7 @@ impl Engine {
                 unready_attempts: 0,
                 not_before: 0,
                 quota_limit: None,
+                quota_reason: None,
             },
         );
         self.touch(id);
@@ -211,7 +212,7 @@ impl Engine {
         let (placement, start) = (placement.clone(), *start);
         self.stop_running(id, &placement)?;
         let key = self.order_key(id);
-        self.pending.insert(key, id);
+        self.pending.insert(key, id, self.gangs[&id].queue);
         let gang = &self.gangs[&id];
         self.pending_by_request.entry(gang.demand.clone()).or_default().insert(id);
         if gang.gpus == 0 {
@@ -240,24 +241,40 @@ impl Engine {
             }
             _ => None,
         };
-        g.state = GangState::Pending { status, cycle };
+        let old = std::mem::replace(&mut g.state, GangState::Pending { status, cycle });
+        // A quota reason giving way to another is kept for the next time the same limit blocks.
+        if let GangState::Pending { status: old, .. } = old
+            && matches!(old.reason, PendingReason::Quota { .. })
+            && !matches!(&g.state, GangState::Pending { status, .. } if matches!(status.reason, PendingReason::Quota { .. }))
+        {
+            g.quota_reason = Some(Box::new(old.reason));
+        }
         if before != Some(true) {
             self.touch(id);
         }
     }
 
     /// Marks a pending gang as looked at in this cycle with its reason unchanged, when `same`
-    /// says its reason (looked at in the last cycle or this one, with no reservation) is the one
-    /// it would be given now. Building a reason allocates; most gangs keep theirs cycle after cycle.
+    /// says its reason (with no reservation) is the one it would be given now; the amounts in it
+    /// stay those of when it was built. Building a reason allocates; most gangs keep theirs cycle
+    /// after cycle.
     pub(crate) fn keep_status(&mut self, id: GangId, same: impl FnOnce(&GangRecord, &PendingReason) -> bool) -> bool {
         let cycle = self.cycle;
-        let Some(g) = self.gangs.get(&id) else { return false };
-        let GangState::Pending { status, cycle: seen } = &g.state else { return false };
-        if *seen < cycle.saturating_sub(1) || status.reserved_at.is_some() || !same(g, &status.reason) {
+        let Some(g) = self.gangs.get_mut(&id) else { return false };
+        let kept = match &g.state {
+            GangState::Pending { status, .. } => status.reserved_at.is_none() && same(g, &status.reason),
+            GangState::Running { .. } => false,
+        };
+        let GangState::Pending { cycle: seen, .. } = &mut g.state else { return false };
+        if !kept {
             return false;
         }
-        if let Some(GangState::Pending { cycle: seen, .. }) = self.gangs.get_mut(&id).map(|g| &mut g.state) {
-            *seen = cycle;
+        // Not looked at in the last cycle: a caller was shown another (blanket) reason since, so
+        // it hears of this one again, though the reason itself is kept.
+        let stale = *seen < cycle.saturating_sub(1);
+        *seen = cycle;
+        if stale {
+            self.touch(id);
         }
         true
     }
@@ -270,7 +287,9 @@ impl Engine {
     /// The gangs whose decision may have changed since the last call: submitted, started,
     /// stopped, or pending for another reason. Lets a caller follow the engine in O(changes).
     pub fn take_changed(&mut self) -> Vec<GangId> {
-        std::mem::take(&mut self.changed).into_iter().collect()
+        let mut ids: Vec<GangId> = std::mem::take(&mut self.changed).into_iter().collect();
+        ids.sort_unstable();
+        ids
     }
 
     pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {

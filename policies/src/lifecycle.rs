@@ -44,10 +44,12 @@ impl Engine {
     /// Running gangs admitted at least the ready timeout ago whose pods are not all ready.
     pub fn overdue(&self, now: u64) -> Vec<GangId> {
         let Some(timeout) = self.lifecycle.ready_timeout_s else { return Vec::new() };
-        self.gangs
-            .iter()
-            .filter(|(_, g)| !g.ready && matches!(g.state, GangState::Running { start, .. } if now >= start + timeout))
-            .map(|(id, _)| *id)
+        crate::gang_map::ids(&self.gangs)
+            .into_iter()
+            .filter(|id| {
+                let g = &self.gangs[id];
+                !g.ready && matches!(g.state, GangState::Running { start, .. } if now >= start + timeout)
+            })
             .collect()
     }
 

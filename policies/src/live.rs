@@ -101,7 +101,7 @@ impl Engine {
         self.apply_settings(&config);
         self.config = config;
         self.refresh_flavors();
-        let ids: Vec<GangId> = self.gangs.keys().copied().collect();
+        let ids: Vec<GangId> = crate::gang_map::ids(&self.gangs);
         let mut dropped = Vec::new();
         self.running_by_queue.clear();
         for id in ids {
@@ -127,13 +127,15 @@ impl Engine {
                 },
             }
         }
+        let gangs = &self.gangs;
+        self.pending.refile(|id| gangs[&id].queue);
         for (id, _) in &dropped {
             self.cancel_pending(*id)?;
         }
         self.never_fits.clear();
         self.failed_at.clear();
         self.dirty = true;
-        self.changed.extend(self.pending.values().copied());
+        self.changed.extend(self.pending.ids());
         Ok(dropped)
     }
 
@@ -142,6 +144,7 @@ impl Engine {
     fn refresh_flavors(&mut self) {
         self.flavor_of = crate::engine::flavors_of(&self.config, self.cluster.topology());
         self.pending_by_request.clear();
+        // Any order: each pending gang lands in its own request's set.
         for (id, gang) in self.gangs.iter_mut() {
             if matches!(gang.state, GangState::Pending { .. }) {
                 gang.demand = gang.demand.with_flavor(self.flavor_of.get(&gang.request.queue).copied());

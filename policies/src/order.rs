@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::engine::OrderKey;
+use crate::pending::Pending;
 use crate::quota_tree::FairShare;
 use crate::quota_tree::QueueIdx;
 use crate::{Engine, FairSharing, GangId};
@@ -20,88 +21,93 @@ pub(crate) const SHARE_SCALE: f64 = 1e9;
 /// A queue's head gang as the fair order ranks it: priority, share, submission, tie-breaker, arrival.
 type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, u64, GangId);
 
-/// Visiting order of one cycle.
+/// Visiting order of one cycle, read straight from the pending maps by a cursor: no snapshot,
+/// so a cycle that stops early costs nothing for the gangs it never reaches, and gangs that
+/// return to the queue during the cycle wait for the next (see `pending.rs`).
 pub(crate) enum Order {
-    /// Priority, then submission, then arrival: a snapshot walked once.
-    Fifo(std::vec::IntoIter<(OrderKey, GangId)>),
-    /// The same order read straight from the pending map, one key after another: no
-    /// snapshot, so a cycle that stops early costs nothing for the gangs it never reaches.
-    /// Only when nothing re-enters the pending map during the cycle (no preemption).
-    Cursor(Option<OrderKey>),
+    /// Priority, then submission, then arrival.
+    Cursor(Cursor),
     /// Fair sharing: each queue's pending gangs in order, picked by share.
     Fair(FairOrder),
 }
 
-/// Per-queue snapshots plus the ranked head of every queue. Only the queue whose gang was
-/// just handed out can have changed its share (an admission charges that queue alone), so
-/// each pick re-ranks one queue: O(log queues), not a scan.
+/// Where a walk over one map stands: the last key handed out and the next few read ahead.
+#[derive(Default)]
+pub(crate) struct Cursor {
+    after: Option<OrderKey>,
+    ahead: VecDeque<(OrderKey, GangId)>,
+    done: bool,
+}
+
+impl Cursor {
+    fn peek(&mut self, pending: &Pending, queue: Option<QueueIdx>) -> Option<(OrderKey, GangId)> {
+        if self.ahead.is_empty() && !self.done {
+            pending.fill(queue, self.after, &mut self.ahead);
+            self.done = self.ahead.is_empty();
+        }
+        self.ahead.front().copied()
+    }
+
+    fn advance(&mut self) {
+        if let Some((k, _)) = self.ahead.pop_front() {
+            self.after = Some(k);
+        }
+    }
+}
+
+/// A cursor per queue plus the ranked head of every queue. Only the queue whose gang was just
+/// handed out can have changed its share (an admission charges that queue alone), so each pick
+/// re-ranks one queue: O(log queues), not a scan.
 pub(crate) struct FairOrder {
-    by_queue: BTreeMap<QueueIdx, VecDeque<(OrderKey, GangId)>>,
+    cursors: BTreeMap<QueueIdx, Cursor>,
     heads: BTreeSet<(HeadKey, QueueIdx)>,
     started: bool,
     last: Option<QueueIdx>,
 }
 
 impl FairOrder {
-    fn rank(&mut self, queue: QueueIdx, share: &impl Fn(QueueIdx) -> u64) {
-        if let Some(&(k, id)) = self.by_queue.get(&queue).and_then(|g| g.front()) {
+    fn rank(&mut self, pending: &Pending, queue: QueueIdx, share: &impl Fn(QueueIdx) -> u64) {
+        let Some(cursor) = self.cursors.get_mut(&queue) else { return };
+        if let Some((k, id)) = cursor.peek(pending, Some(queue)) {
             self.heads.insert(((k.0, share(queue), k.1, k.2, k.3, id), queue));
         }
     }
 }
 
 impl Order {
-    /// Snapshot of the pending gangs, grouped by queue when sharing fairly.
-    pub(crate) fn new(
-        pending: &BTreeMap<OrderKey, GangId>,
-        queue_of: impl Fn(GangId) -> QueueIdx,
-        fair: bool,
-        requeues: bool,
-    ) -> Order {
-        match (fair, requeues) {
-            (false, false) => return Order::Cursor(None),
-            (false, true) => {
-                return Order::Fifo(pending.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>().into_iter());
-            }
-            (true, _) => {}
+    /// The order of a cycle over `pending`, by queue when sharing fairly.
+    pub(crate) fn new(pending: &Pending, fair: bool) -> Order {
+        if !fair {
+            return Order::Cursor(Cursor::default());
         }
-        let mut by_queue: BTreeMap<QueueIdx, VecDeque<(OrderKey, GangId)>> = BTreeMap::new();
-        for (k, v) in pending {
-            by_queue.entry(queue_of(*v)).or_default().push_back((*k, *v));
-        }
-        Order::Fair(FairOrder { by_queue, heads: BTreeSet::new(), started: false, last: None })
+        let cursors = pending.queues().map(|q| (q, Cursor::default())).collect();
+        Order::Fair(FairOrder { cursors, heads: BTreeSet::new(), started: false, last: None })
     }
 
     /// The next gang to look at; `share` gives a queue's current weighted share (scaled).
-    pub(crate) fn next(
-        &mut self,
-        pending: &BTreeMap<OrderKey, GangId>,
-        share: impl Fn(QueueIdx) -> u64,
-    ) -> Option<(OrderKey, GangId)> {
+    pub(crate) fn next(&mut self, pending: &Pending, share: impl Fn(QueueIdx) -> u64) -> Option<(OrderKey, GangId)> {
         match self {
-            Order::Fifo(it) => it.next(),
-            Order::Cursor(after) => {
-                let next = match after {
-                    None => pending.iter().next(),
-                    Some(k) => pending.range((std::ops::Bound::Excluded(*k), std::ops::Bound::Unbounded)).next(),
-                }
-                .map(|(k, v)| (*k, *v));
-                *after = next.map(|(k, _)| k);
+            Order::Cursor(cursor) => {
+                let next = cursor.peek(pending, None);
+                cursor.advance();
                 next
             }
             Order::Fair(fair) => {
                 if !fair.started {
                     fair.started = true;
-                    let queues: Vec<QueueIdx> = fair.by_queue.keys().copied().collect();
+                    let queues: Vec<QueueIdx> = fair.cursors.keys().copied().collect();
                     for q in queues {
-                        fair.rank(q, &share);
+                        fair.rank(pending, q, &share);
                     }
                 } else if let Some(q) = fair.last.take() {
-                    fair.rank(q, &share);
+                    fair.rank(pending, q, &share);
                 }
-                let (_, queue) = fair.heads.pop_first()?;
+                let ((priority, _, submit, order, arrival, id), queue) = fair.heads.pop_first()?;
+                if let Some(cursor) = fair.cursors.get_mut(&queue) {
+                    cursor.advance();
+                }
                 fair.last = Some(queue);
-                fair.by_queue.get_mut(&queue).and_then(VecDeque::pop_front)
+                Some(((priority, submit, order, arrival), id))
             }
         }
     }
@@ -134,15 +140,37 @@ mod tests {
 
     #[test]
     fn fair_order_takes_the_lowest_share_first_but_priority_before_all() {
-        let mut pending = BTreeMap::new();
+        let mut pending = Pending::default();
         let key = |prio: i32, submit: u64| (std::cmp::Reverse(prio), submit, 0, submit);
-        pending.insert(key(0, 1), GangId(1)); // queue 0
-        pending.insert(key(0, 2), GangId(2)); // queue 1
-        pending.insert(key(5, 9), GangId(3)); // queue 1, higher priority
-        let queue_of = |id: GangId| QueueIdx(if id.0 == 1 { 0 } else { 1 });
-        let mut order = Order::new(&pending, queue_of, true, false);
+        pending.insert(key(0, 1), GangId(1), QueueIdx(0));
+        pending.insert(key(0, 2), GangId(2), QueueIdx(1));
+        pending.insert(key(5, 9), GangId(3), QueueIdx(1)); // higher priority
+        let mut order = Order::new(&pending, true);
         let shares = |q: QueueIdx| if q.0 == 0 { 500 } else { 100 };
         let picked: Vec<u64> = std::iter::from_fn(|| order.next(&pending, shares)).map(|(_, id)| id.0).collect();
         assert_eq!(picked, vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn a_gang_returned_during_the_cycle_waits_for_the_next() {
+        let mut pending = Pending::default();
+        let key = |submit: u64| (std::cmp::Reverse(0), submit, 0, submit);
+        pending.insert(key(1), GangId(1), QueueIdx(0));
+        pending.insert(key(3), GangId(3), QueueIdx(0));
+        pending.open_cycle();
+        for fair in [false, true] {
+            let mut order = Order::new(&pending, fair);
+            assert_eq!(order.next(&pending, |_| 0).map(|(_, id)| id), Some(GangId(1)));
+            pending.remove(&key(1));
+            // A victim with an earlier key comes back: this cycle does not visit it.
+            pending.insert(key(2), GangId(2), QueueIdx(0));
+            assert_eq!(order.next(&pending, |_| 0).map(|(_, id)| id), Some(GangId(3)));
+            assert_eq!(order.next(&pending, |_| 0), None);
+            pending.remove(&key(2));
+            pending.insert(key(1), GangId(1), QueueIdx(0));
+            pending.open_cycle();
+        }
+        pending.close_cycle();
+        assert_eq!(Order::new(&pending, false).next(&pending, |_| 0).map(|(_, id)| id), Some(GangId(1)));
     }
 }

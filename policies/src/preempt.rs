@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use trainyard_topology::{Cluster, Demand, DomainId, Placement, PlacementPolicy, Resources};
+use trainyard_topology::{Cluster, Demand, DomainId, Placement, Resources};
 
 use crate::GangId;
 use crate::quota_tree::QueueIdx;
@@ -28,15 +28,15 @@ const MAX_PRUNED: usize = 16;
 
 /// A running gang that may be preempted for the one being placed.
 #[derive(Clone, Debug)]
-pub(crate) struct Candidate {
+pub(crate) struct Candidate<'a> {
     /// The gang.
     pub(crate) id: GangId,
     /// Its queue.
     pub(crate) queue: QueueIdx,
     /// Everything it holds.
     pub(crate) total: Resources,
-    /// Where it runs (with the shape of each of its pods).
-    pub(crate) placement: Placement,
+    /// Where it runs (with the shape of each of its pods), borrowed from the gang table.
+    pub(crate) placement: &'a Placement,
     /// Its priority.
     pub(crate) priority: i32,
     /// Work lost if it is preempted now, GPU-seconds.
@@ -91,7 +91,7 @@ fn choose_at(
     quota_ok: QuotaCheck<'_>,
     depth: u8,
 ) -> Option<VictimSet> {
-    let topo = cluster.topology().clone();
+    let topo = cluster.topology();
     let mut order: Vec<&Candidate> = candidates.iter().collect();
     order.sort_by_key(|c| (c.priority, c.lost_work, std::cmp::Reverse(c.placement.hosts.len()), c.id));
     // Bucket the candidates by the domains of this depth they touch (in cost order).
@@ -141,7 +141,7 @@ fn victims_in(
     let mut taken: Vec<&Candidate> = Vec::new();
     let mut found = false;
     for c in inside.iter().take(MAX_CANDIDATES) {
-        if cluster.release_placement(&c.placement).is_err() {
+        if cluster.release_placement(c.placement).is_err() {
             break;
         }
         taken.push(c);
@@ -167,12 +167,11 @@ fn victims_in(
     }
     // The preemptor's real placement, by the cluster's own policy, on exactly this capacity.
     let placement = with_released(cluster, &taken, |c| {
-        let topo = c.topology().clone();
-        let inside_domain = |p: &Placement| {
-            let depth = topo.depth(domain);
-            p.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
-        };
-        c.place_demand(request).ok().filter(inside_domain).or_else(|| fits_in(c, request, domain))
+        let found = c.place_demand(request).ok();
+        match found {
+            Some(p) if within(c.topology(), &p, domain) => Some(p),
+            _ => fits_in(c, request, domain),
+        }
     })?;
     let cost = (
         taken.iter().map(|c| c.priority).max().unwrap_or(i32::MIN),
@@ -189,7 +188,7 @@ fn with_released<T>(
     f: impl FnOnce(&mut Cluster) -> Option<T>,
 ) -> Option<T> {
     let txn = cluster.begin();
-    let ok = victims.iter().all(|c| cluster.release_placement(&c.placement).is_ok());
+    let ok = victims.iter().all(|c| cluster.release_placement(c.placement).is_ok());
     let out = if ok { f(cluster) } else { None };
     cluster.rollback(txn);
     out
@@ -198,8 +197,12 @@ fn with_released<T>(
 /// A placement of the gang inside `domain` if it now fits there (greedy: fast, and complete
 /// for whether it fits).
 fn fits_in(cluster: &mut Cluster, request: &Demand, domain: DomainId) -> Option<Placement> {
-    let placement = cluster.place_demand_with(PlacementPolicy::Greedy, request).ok()?;
-    let topo = cluster.topology();
+    let placement = cluster.place_demand_within(request, domain).ok()?;
+    within(cluster.topology(), &placement, domain).then_some(placement)
+}
+
+/// Whether every pod of `placement` is inside `domain`.
+fn within(topo: &trainyard_topology::Topology, placement: &Placement, domain: DomainId) -> bool {
     let depth = topo.depth(domain);
-    placement.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain).then_some(placement)
+    placement.hosts.iter().all(|&h| topo.ancestor_at(topo.host_domain(h), depth) == domain)
 }

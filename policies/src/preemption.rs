@@ -82,7 +82,7 @@ impl Engine {
                         id: victim,
                         queue: v.queue,
                         total: v.total,
-                        placement: placement.clone(),
+                        placement,
                         priority: p,
                         lost_work: rules.lost(now - start) * v.gpus,
                     }),

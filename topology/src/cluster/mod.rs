@@ -433,6 +433,21 @@ impl Cluster {
         }
     }
 
+    /// Finds room for a whole gang inside the subtree of `domain` only (greedy), without
+    /// allocating: how a preemptor is fitted into the domain its victims free. TPU slices are
+    /// searched on every torus; the caller checks the domain.
+    pub fn place_demand_within(
+        &mut self,
+        demand: &Demand,
+        domain: DomainId,
+    ) -> std::result::Result<Placement, PlacementFailure> {
+        match demand {
+            Demand::Single(r) => self.place_within(r, domain),
+            Demand::Joint(j) => self.place_joint_under(j, domain),
+            Demand::Tpu(_) => self.place_demand_with(PlacementPolicy::Greedy, demand),
+        }
+    }
+
     /// The joint greedy answer, then the exact search where few hosts could take the gang.
     fn place_joint_exactly(&mut self, request: &JointRequest) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());

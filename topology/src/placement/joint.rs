@@ -167,6 +167,17 @@ fn take(topo: &Topology, free: &mut [Resources], pod: Resources, hosts: &[HostId
     }
 }
 
+/// Gives back what [`take`] took.
+fn give(topo: &Topology, free: &mut [Resources], pod: Resources, hosts: &[HostId]) {
+    for &host in hosts {
+        let mut d = Some(topo.host_domain(host));
+        while let Some(x) = d {
+            free[x.0 as usize] = free[x.0 as usize].saturating_add(&pod);
+            d = topo.parent(x);
+        }
+    }
+}
+
 /// The greedy joint placement.
 pub(crate) fn greedy(
     topo: &Topology,
@@ -201,6 +212,7 @@ pub(crate) fn greedy_under(
     });
     let top = request.constraint.top_depth.max(topo.depth(root));
     let root_depth = topo.depth(root);
+    let mut local: Option<Vec<Resources>> = None;
     for depth in (top..=topo.host_depth()).rev() {
         let mut candidates: Vec<DomainId> = (0..topo.domain_count() as u32)
             .map(DomainId)
@@ -209,17 +221,24 @@ pub(crate) fn greedy_under(
             })
             .collect();
         candidates.sort_by_key(|d| (free[d.0 as usize].gpus, d.0));
+        // One copy of the free capacity for every candidate: what a failed candidate took is
+        // given back along the same paths, so a try costs its pods, not the cluster's size.
+        let local = local.get_or_insert_with(|| free.to_vec());
         'candidates: for d in candidates {
-            let mut local = free.to_vec();
             let mut sets = vec![Vec::new(); request.sets.len()];
             for &i in &order {
                 let req = request.set_request(i, depth);
-                match greedy::place_under(topo, &local, &req, d, model, scratch) {
+                match greedy::place_under(topo, local, &req, d, model, scratch) {
                     Ok(p) => {
-                        take(topo, &mut local, req.pod, &p.hosts);
+                        take(topo, local, req.pod, &p.hosts);
                         sets[i] = p.hosts;
                     }
-                    Err(_) => continue 'candidates,
+                    Err(_) => {
+                        for (k, hosts) in sets.iter().enumerate() {
+                            give(topo, local, request.sets[k].pod, hosts);
+                        }
+                        continue 'candidates;
+                    }
                 }
             }
             return Ok(finish(topo, free, request, sets, SearchPath::Greedy, model));

@@ -1,0 +1,115 @@
+//! The pending gangs in visiting order, over all queues and per queue, kept together, and the
+//! gangs that came back to the queue during the cycle under way.
+//!
+//! A cycle visits the gangs that were pending when it began. Walking the maps with a cursor
+//! (rather than copying them into a snapshot every cycle) costs only the gangs the cycle reaches;
+//! a gang sent back during the cycle (a preemption victim) is skipped until the next one, which
+//! is exactly what the snapshot gave.
+
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
+
+use crate::GangId;
+use crate::engine::OrderKey;
+use crate::gang_map::FastHash;
+use crate::quota_tree::QueueIdx;
+
+/// Gangs read from the maps at a time by a cycle's cursor.
+const CHUNK: usize = 64;
+
+/// Pending gangs by visiting key, overall and within each queue.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Pending {
+    all: BTreeMap<OrderKey, (GangId, QueueIdx)>,
+    by_queue: BTreeMap<QueueIdx, BTreeMap<OrderKey, GangId>>,
+    /// Whether a cycle is under way, and the gangs that entered since it began.
+    open: bool,
+    returned: HashSet<GangId, FastHash>,
+}
+
+impl Pending {
+    /// Adds a gang of `queue` under `key`.
+    pub(crate) fn insert(&mut self, key: OrderKey, id: GangId, queue: QueueIdx) {
+        self.all.insert(key, (id, queue));
+        self.by_queue.entry(queue).or_default().insert(key, id);
+        if self.open {
+            self.returned.insert(id);
+        }
+    }
+
+    /// Removes the gang under `key`.
+    pub(crate) fn remove(&mut self, key: &OrderKey) -> Option<GangId> {
+        let (id, queue) = self.all.remove(key)?;
+        if let Some(q) = self.by_queue.get_mut(&queue) {
+            q.remove(key);
+            if q.is_empty() {
+                self.by_queue.remove(&queue);
+            }
+        }
+        Some(id)
+    }
+
+    /// Files every gang under the queue `queue_of` gives it now (the queues were re-resolved).
+    pub(crate) fn refile(&mut self, queue_of: impl Fn(GangId) -> QueueIdx) {
+        self.by_queue.clear();
+        for (key, (id, queue)) in self.all.iter_mut() {
+            *queue = queue_of(*id);
+            self.by_queue.entry(*queue).or_default().insert(*key, *id);
+        }
+    }
+
+    /// Number of pending gangs.
+    pub(crate) fn len(&self) -> usize {
+        self.all.len()
+    }
+
+    /// Pending gangs in visiting order.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = GangId> + '_ {
+        self.all.values().map(|&(id, _)| id)
+    }
+
+    /// A cycle begins: gangs entering from now on wait for the next one.
+    pub(crate) fn open_cycle(&mut self) {
+        self.open = true;
+        self.returned.clear();
+    }
+
+    /// The cycle ended.
+    pub(crate) fn close_cycle(&mut self) {
+        self.open = false;
+        self.returned.clear();
+    }
+
+    /// Refills `buf` with the next gangs after `after` (from the start when `None`) that were
+    /// pending when the cycle began, over all queues or within `queue`. Read in chunks: a gang
+    /// ahead of the cursor leaves the maps only once visited, and one that enters is a returned
+    /// gang the cycle skips, so a chunk stays true while it is served.
+    pub(crate) fn fill(
+        &self,
+        queue: Option<QueueIdx>,
+        after: Option<OrderKey>,
+        buf: &mut VecDeque<(OrderKey, GangId)>,
+    ) {
+        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
+        let fresh = |&(_, id): &(OrderKey, GangId)| !self.returned_now(id);
+        match queue {
+            None => buf.extend(
+                self.all.range((from, Bound::Unbounded)).map(|(k, &(id, _))| (*k, id)).filter(fresh).take(CHUNK),
+            ),
+            Some(q) => {
+                if let Some(map) = self.by_queue.get(&q) {
+                    buf.extend(map.range((from, Bound::Unbounded)).map(|(k, &id)| (*k, id)).filter(fresh).take(CHUNK));
+                }
+            }
+        }
+    }
+
+    fn returned_now(&self, id: GangId) -> bool {
+        !self.returned.is_empty() && self.returned.contains(&id)
+    }
+
+    /// Queues with pending gangs, in index order.
+    pub(crate) fn queues(&self) -> impl Iterator<Item = QueueIdx> + '_ {
+        self.by_queue.keys().copied()
+    }
+}
