@@ -42,7 +42,7 @@ Flags of `trainyard simulate` (see `trainyard simulate --help`):
   --quiet             no progress bar, no table
 Flags of `trainyard place` (see `trainyard place --help`): the cluster flags above and
   --pods --gpus --cpus --memory-gib --topology --slice --pod-set --policy --load --seed
-  --intra-node --explain --time-limit-ms --torus --shape --slices --tpu-pods
+  --intra-node --explain --time-limit-ms --tpu --torus --shape --slices --tpu-pods
 Flags of `trainyard compare`: the cluster flags above and --trace --format --policy
   --estimates --slowdown --out
 Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival

@@ -8,8 +8,8 @@ use trainyard_topology::intra_node::{self, HostDevices};
 use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::torus::{SliceShape, Torus, TorusSpec, TpuPool};
 use trainyard_topology::{
-    Cluster, HostId, JointOptions, JointRequest, LevelConstraint, Placement, PlacementPolicy, PlacementRequest, PodSet,
-    Resources, SliceConstraint, Spans, TopologyRequest,
+    Cluster, GangShape, HostId, JointOptions, JointRequest, LevelConstraint, Placement, PlacementPolicy,
+    PlacementRequest, PodSet, PodSetShape, Resources, SliceConstraint, Spans, TopologyRequest,
 };
 
 use crate::cluster_source::ClusterArgs;
@@ -74,12 +74,17 @@ pub struct PlaceArgs {
     /// Shape of each TPU slice, e.g. `4x4x8`.
     #[arg(long, value_name = "AxBxC", requires = "torus")]
     pub shape: Option<String>,
-    /// Number of TPU slices (a multi-slice job).
-    #[arg(long, default_value_t = 1, requires = "torus")]
+    /// Number of TPU slices (a multi-slice job), with --tpu or --torus.
+    #[arg(long, default_value_t = 1)]
     pub slices: u32,
     /// Number of TPU pods of that torus.
     #[arg(long, default_value_t = 1, requires = "torus")]
     pub tpu_pods: u32,
+    /// Place TPU slices of this chip shape (`2x2x4`) on the cluster's own tori (`tori` in the
+    /// cluster YAML, or GKE node pools), through the gang model the engine schedules: --slices
+    /// slices of whole hosts, --topology for all of them.
+    #[arg(long, value_name = "AxBxC", conflicts_with_all = ["torus", "pod_sets", "slice"])]
+    pub tpu: Option<String>,
 }
 
 /// Runs `trainyard place`.
@@ -87,9 +92,13 @@ pub fn run(args: &PlaceArgs) -> Result<()> {
     if !(0.0..1.0).contains(&args.load) {
         bail!("--load {} must be at least 0 and below 1", args.load);
     }
-    let text = match &args.torus {
-        Some(spec) => place_tpu(args, spec)?,
-        None => place_gpus(args)?,
+    if args.slices != 1 && args.torus.is_none() && args.tpu.is_none() {
+        bail!("--slices {} needs --tpu (the cluster's tori) or --torus (a pool of its own)", args.slices);
+    }
+    let text = match (&args.torus, &args.tpu) {
+        (Some(spec), _) => place_tpu(args, spec)?,
+        (None, Some(shape)) => place_tpu_gang(args, shape)?,
+        (None, None) => place_gpus(args)?,
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).context("cannot write to standard output")
@@ -369,6 +378,52 @@ fn parse_pod_set(topo: &trainyard_topology::Topology, text: &str, args: &PlaceAr
     let within = level.map(|l| topo.level_depth(l.trim())).transpose()?;
     let pod = Resources { gpus, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
     Ok(PodSet { name: name.trim().to_string(), pods, pod, within, slice: None })
+}
+
+/// TPU slices on the cluster's tori, as the engine places a TPU gang: each pod a whole host,
+/// each slice a box of free hosts on one torus, printed with each host's chip coordinates.
+fn place_tpu_gang(args: &PlaceArgs, shape_text: &str) -> Result<String> {
+    let shape: SliceShape = shape_text.parse().with_context(|| format!("--tpu `{shape_text}`"))?;
+    if args.slices == 0 {
+        bail!("--slices must be at least 1");
+    }
+    let mut cluster = args.cluster.load()?;
+    let used = fill(&mut cluster, args.load, args.seed)?;
+    let topo = cluster.topology();
+    let tori: Vec<String> = topo.tori().map(|(d, t)| format!("{} ({t})", topo.path(d))).collect();
+    let mut text = format!("cluster {}: {} tori: {}", topo.name(), tori.len(), tori.join(", "));
+    if used > 0 {
+        text.push_str(&format!("; --load {} (seed {}) busy", args.load, args.seed));
+    }
+    text.push('\n');
+    let flavor =
+        args.flavor.as_deref().map(|f| topo.flavor_id(f).ok_or_else(|| anyhow!("--flavor `{f}`: no node has it")));
+    let flavor = flavor.transpose()?;
+    let per_slice = topo.tpu_hosts_per_slice(&shape).map_err(|e| anyhow!("--tpu {shape}: {e}"))?;
+    let chips = topo.tori().next().map(|(_, t)| t.host_block.iter().map(|&b| u64::from(b)).product()).unwrap_or(1);
+    let pod = Resources { gpus: chips, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
+    let pods = per_slice * args.slices;
+    let shape_gang = GangShape {
+        sets: vec![PodSetShape { tpu: Some(shape.clone()), ..PodSetShape::new("node", pods, pod) }],
+        topology: args.topology.clone(),
+    };
+    let demand = topo.demand(&shape_gang, flavor, trainyard_topology::HostClass::DEFAULT)?;
+    text.push_str(&format!(
+        "gang: {} slice(s) of {shape}, {per_slice} hosts each ({pods} pods x {pod}), {}\n",
+        args.slices, args.topology
+    ));
+    let placement =
+        cluster.place_demand(&demand).map_err(|f| anyhow!("the slices do not fit now: {}", describe_failure(&f)))?;
+    let topo = cluster.topology();
+    for (i, slice) in placement.hosts.chunks(per_slice as usize).enumerate() {
+        let torus = slice.first().and_then(|&h| topo.torus_position(h)).map(|(d, _)| topo.path(d)).unwrap_or_default();
+        text.push_str(&format!("  slice {i} on {torus}:\n"));
+        for &h in slice {
+            let at = topo.torus_position(h).map(|(_, c)| c.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
+            text.push_str(&format!("    {} at chip {}\n", topo.host_name(h), at.unwrap_or_default()));
+        }
+    }
+    Ok(text)
 }
 
 fn place_tpu(args: &PlaceArgs, spec: &str) -> Result<String> {

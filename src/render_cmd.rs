@@ -149,6 +149,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     let runtime = runtime.context("the runtime resolved")?;
     let bridge_job = job.to_bridge()?;
 
+    let mut torus_at: BTreeMap<String, String> = BTreeMap::new();
     let record = match &args.topology {
         None => None,
         Some(path) => {
@@ -168,6 +169,15 @@ pub fn run(args: &RenderArgs) -> Result<()> {
                 state: JobState::Waiting(intent.clone()),
             };
             let (decisions, _) = looped.cycle(std::slice::from_ref(&entry), created_s(&job));
+            // Where each TPU host sits on its torus, for the comment lines.
+            let topo = looped.engine().cluster().topology();
+            for h in topo.hosts() {
+                if let Some((torus, chip)) = topo.torus_position(h) {
+                    let chip: Vec<String> = chip.iter().map(u32::to_string).collect();
+                    let at = format!("chip {} of torus {}", chip.join(","), topo.path(torus));
+                    torus_at.insert(topo.host_name(h).to_string(), at);
+                }
+            }
             match decisions.get(&job.key()) {
                 Some(Decision::Admit(record)) => Some(record.clone()),
                 Some(Decision::Pending { reason, message } | Decision::Unschedulable { reason, message }) => {
@@ -194,7 +204,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     if let Some(r) = &record {
         writeln!(out, "# admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
-        describe_bindings(&mut out, &rendered, r)?;
+        describe_bindings(&mut out, &rendered, r, &torus_at)?;
     }
     let mode = if args.mode == ModeArg::Companion { Mode::Companion } else { Mode::Standalone };
     match (mode, &record) {
@@ -248,6 +258,7 @@ fn describe_bindings(
     out: &mut String,
     rendered: &Rendered,
     record: &trainyard::controller::admission::AdmissionRecord,
+    torus_at: &BTreeMap<String, String>,
 ) -> Result<()> {
     if let Some(selector) = &record.domain {
         let terms: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -262,7 +273,10 @@ fn describe_bindings(
                 for job in 0..*replicas {
                     for index in 0..*per_job {
                         let host = slots.get(ordinal).copied().unwrap_or("?");
-                        writeln!(out, "# pod {name} job {job} index {index} -> {host}")?;
+                        match torus_at.get(host) {
+                            Some(at) => writeln!(out, "# pod {name} job {job} index {index} -> {host} ({at})")?,
+                            None => writeln!(out, "# pod {name} job {job} index {index} -> {host}")?,
+                        }
                         ordinal += 1;
                     }
                 }

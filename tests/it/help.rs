@@ -83,6 +83,7 @@ fn place_and_compare_help_mention_their_flags() {
         "--torus",
         "--shape",
         "--slices",
+        "--tpu",
         "--tpu-pods",
         "--cluster",
         "--levels",

@@ -169,3 +169,33 @@ fn flavor_keeps_the_gang_on_that_gpu_model() {
     trainyard(&["place", "--cluster", &path, "--flavor", "b200"])
         .assert_error(&["--flavor `b200`: no node has it (flavors: a100, h100)"]);
 }
+
+#[test]
+fn tpu_slices_go_on_the_clusters_own_tori_with_chip_coordinates() {
+    let run = trainyard(&[
+        "place",
+        "--cluster",
+        "examples/clusters/gpu-tpu.yaml",
+        "--tpu",
+        "4x4x2",
+        "--slices",
+        "2",
+        "--topology",
+        "required:pool",
+    ]);
+    // Two 8-host slices fit only in the 4x4x4 cube; the static 2x2x4 pools are too small.
+    run.assert_success().assert_stdout_has(&[
+        "gang: 2 slice(s) of 4x4x2, 8 hosts each (16 pods x 4 GPU), required:pool",
+        "slice 0 on block-1/v5p-cube:",
+        "v5p-cube-h0 at chip 0,0,0",
+        "slice 1 on block-1/v5p-cube:",
+        "v5p-cube-h15 at chip 2,2,3",
+    ]);
+    let static_pools =
+        trainyard(&["place", "--cluster", "examples/clusters/gpu-tpu.yaml", "--tpu", "2x2x4", "--slices", "4"]);
+    static_pools.assert_success().assert_stdout_has(&["slice 3 on block-1/v5p-pool-3:"]);
+    let gpu_only = trainyard(&["place", "--tpu", "2x2x4"]);
+    gpu_only.assert_error(&["--tpu 2x2x4: TPU slice 2x2x4 asked of a cluster without TPU tori"]);
+    let too_big = trainyard(&["place", "--cluster", "examples/clusters/gpu-tpu.yaml", "--tpu", "8x8x8"]);
+    too_big.assert_error(&["fits no torus of this cluster"]);
+}

@@ -270,6 +270,7 @@ fn a_multi_slice_tpu_trainjob_gets_two_whole_node_pools_in_one_block() {
         &["--gpu-resource", "google.com/tpu"],
     );
     assert!(out.contains("replicas: 2") && out.contains("parallelism: 4"), "one job per slice: {out}");
+    assert!(out.contains("(chip 0,0,3 of torus block-a/v5p-a"), "each pod's chip coordinates on its torus: {out}");
     // `# pod node job J index I -> v5p-<pool>-hN`: each job (slice) fills one pool, both in one block.
     let pools: Vec<(String, String)> = out
         .lines()

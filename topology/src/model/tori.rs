@@ -63,6 +63,12 @@ impl Topology {
         hosts
     }
 
+    /// Hosts one slice of `shape` takes on this cluster's tori; `Err` says why no torus can ever
+    /// hold it (no tori, no torus it fits, smaller than a host).
+    pub fn tpu_hosts_per_slice(&self, shape: &crate::torus::SliceShape) -> std::result::Result<u32, String> {
+        crate::placement::tpu::hosts_per_slice(self, shape)
+    }
+
     /// The torus `host` belongs to and the chip coordinates of its block's first chip.
     pub fn torus_position(&self, host: HostId) -> Option<(DomainId, Vec<u32>)> {
         let mut d = self.host_domain(host);
