@@ -15,15 +15,13 @@ use trainyard_topology::{Cluster, Demand, GangShape, HostId, Placement, Placemen
 
 pub use crate::cycle::{Admission, Cycle, NodeLoss, Preemption, Replacement, Reservation};
 
-use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::lifecycle::LifecycleRules;
 use crate::order::Order;
 use crate::preemption::PreemptionRules;
 use crate::quota_tree::QueueIdx;
 use crate::quota_tree::{FairShare, QuotaTree};
-use crate::{
-    BackfillMode, Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable,
-};
+use crate::walk::{Step, Walk};
+use crate::{Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable};
 
 /// What `submit` made of a gang.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -90,7 +88,7 @@ pub(crate) type OrderKey = (Reverse<i32>, u64, u64, u64);
 
 /// What gangs not looked at in the last cycle are waiting for.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Blanket {
+pub(crate) enum Blanket {
     QueuedBehind(GangId),
     ClusterFull(Resources),
 }
@@ -125,7 +123,7 @@ pub struct Engine {
     pub(crate) arrivals: u64,
     pub(crate) cycle: u64,
     last_now: u64,
-    blanket: Option<Blanket>,
+    pub(crate) blanket: Option<Blanket>,
     /// Something changed that a cycle must look at (a gang came, went or stopped, capacity or
     /// quota changed); without it, and before `due`, a cycle has nothing to do.
     pub(crate) dirty: bool,
@@ -331,170 +329,17 @@ impl Engine {
         }
         self.cycle += 1;
         let blanket_before = self.blanket.take();
-        let mode = self.config.backfill;
-        let mut failed_shapes: HashMap<Demand, Arc<PlacementFailure>, FastHash> = HashMap::default();
-        let mut blocked_queues: BTreeMap<QueueIdx, GangId> = BTreeMap::new();
-        let mut reservation: Option<ReservationPlan> = None;
-        let mut holds = Holds::default();
+        let mut walk = Walk::new(self.config.backfill, cycle);
         self.advance_history(now);
         self.pending.open_cycle();
         let mut order = Order::new(&self.pending, self.fair.is_some());
         while let Some((key, id)) = order.next(&self.pending, |q| self.share(q)) {
-            let free = self.cluster.total_free();
-            // A full cluster ends the cycle, except that the head of the line may still
-            // preempt its way in.
-            let may_preempt = (self.preemption.within_queue || self.preemption.reclaim)
-                && reservation.is_none()
-                && blocked_queues.is_empty();
-            if mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 && !may_preempt {
-                self.blanket = Some(Blanket::ClusterFull(free));
+            if self.visit(&mut walk, key, id, now)? == Step::Stop {
                 break;
             }
-            let gang = &self.gangs[&id];
-            let (queue, gpus) = (gang.queue, gang.gpus);
-            if gang.not_before > now {
-                // Without a timed-out admission it is a hold (a requeue this instant), not a backoff.
-                if gang.unready_attempts > 0 {
-                    let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
-                    self.set_status(id, reason, None);
-                }
-                continue;
-            }
-            if let Some(&head) = blocked_queues.get(&queue) {
-                self.set_status(id, PendingReason::QueuedBehind { head }, None);
-                continue;
-            }
-            if let Err(block) = self.quotas.check(queue, gang.total) {
-                // The head of the line may take lent quota back from borrowers.
-                if reservation.is_none()
-                    && blocked_queues.is_empty()
-                    && self.start_by_preemption(id, key, now, &mut cycle)?
-                {
-                    continue;
-                }
-                let mut reserved_at = None;
-                match mode {
-                    BackfillMode::None => {
-                        blocked_queues.insert(queue, id);
-                    }
-                    BackfillMode::Easy if reservation.is_none() => {
-                        reservation = self.plan_reservation(id, now, &mut holds)?;
-                        reserved_at = reservation.as_ref().map(|r| r.at);
-                    }
-                    BackfillMode::Easy => holds.hold_queue(self, queue, id, now),
-                }
-                // The same limit as last time: the reason stands, and no new one is built.
-                let limit = (block.queue, block.kind);
-                let same = |g: &GangRecord, r: &PendingReason| {
-                    g.quota_limit == Some(limit) && matches!(r, PendingReason::Quota { .. })
-                };
-                if reserved_at.is_some() || !self.keep_status(id, same) {
-                    let (used, available) = (self.quotas.usage(queue).gpus, self.quotas.available(queue).gpus);
-                    let kept = self
-                        .gangs
-                        .get_mut(&id)
-                        .filter(|g| g.quota_limit == Some(limit))
-                        .and_then(|g| g.quota_reason.take());
-                    let reason = match kept.map(|r| *r) {
-                        Some(PendingReason::Quota { queue, requested_gpus, limit, blocked_by, .. }) => {
-                            PendingReason::Quota {
-                                queue,
-                                requested_gpus,
-                                used_gpus: used,
-                                available_gpus: available,
-                                limit,
-                                blocked_by,
-                            }
-                        }
-                        _ => PendingReason::Quota {
-                            queue: self.quotas.name(queue).to_string(),
-                            requested_gpus: gpus,
-                            used_gpus: used,
-                            available_gpus: available,
-                            limit: self.quotas.describe(&block),
-                            blocked_by: self.quotas.limit_name(&block),
-                        },
-                    };
-                    self.set_status(id, reason, reserved_at);
-                    if let Some(g) = self.gangs.get_mut(&id) {
-                        g.quota_limit = Some(limit);
-                    }
-                }
-                continue;
-            }
-            let request = gang.demand.clone();
-            let end = now.saturating_add(gang.estimate);
-            if let Some(reason) = reservation.as_ref().and_then(|r| r.refuses(&request, end)) {
-                self.set_status(id, reason, None);
-                continue;
-            }
-            let epoch = self.cluster.epoch();
-            let known = failed_shapes
-                .get(&request)
-                .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
-            let was_known = known.is_some();
-            // A known failure is shared, not copied: most gangs a cycle visits meet one.
-            let placed = match known {
-                Some(failure) => Err(Arc::clone(failure)),
-                None => self.cluster.place_demand(&request).map_err(Arc::new),
-            };
-            let placement = match placed {
-                Ok(p) => p,
-                Err(failure) => {
-                    // Only the head of the line preempts: nobody ahead of it is waiting.
-                    if reservation.is_none()
-                        && blocked_queues.is_empty()
-                        && self.start_by_preemption(id, key, now, &mut cycle)?
-                    {
-                        continue;
-                    }
-                    if !was_known {
-                        failed_shapes.insert(request.clone(), Arc::clone(&failure));
-                        self.failed_at.insert(request.clone(), (self.cluster.epoch(), Arc::clone(&failure)));
-                    }
-                    let mut reserved_at = None;
-                    match mode {
-                        BackfillMode::None => {
-                            let reason = self.fresh_reason(&failure, &request);
-                            self.set_status(id, reason, None);
-                            self.blanket = Some(Blanket::QueuedBehind(id));
-                            break;
-                        }
-                        BackfillMode::Easy if reservation.is_none() => {
-                            reservation = self.plan_reservation(id, now, &mut holds)?;
-                            reserved_at = reservation.as_ref().map(|r| r.at);
-                        }
-                        BackfillMode::Easy => {}
-                    }
-                    let same = |_: &GangRecord, r: &PendingReason| r.steady_eq_failure(&failure);
-                    if reserved_at.is_some() || !self.keep_status(id, same) {
-                        let reason = self.fresh_reason(&failure, &request);
-                        self.set_status(id, reason, reserved_at);
-                    }
-                    if self.starving(id, now) {
-                        // Nobody may pass a gang that has waited too long.
-                        self.blanket = Some(Blanket::QueuedBehind(id));
-                        break;
-                    }
-                    continue;
-                }
-            };
-            let candidate = Candidate { request, queue, gpus, end };
-            let placement = match self.respect_reservations(placement, &candidate, reservation.as_mut(), &mut holds) {
-                Ok(p) => p,
-                Err(reason) => {
-                    self.set_status(id, reason, None);
-                    continue;
-                }
-            };
-            let backfilled = reservation.is_some() || holds.holds(queue);
-            self.start(id, &placement, now)?;
-            // Removed at once (the loop walks a snapshot), so a gang preempted later in this
-            // cycle is requeued, not dropped.
-            self.pending.remove(&key);
-            cycle.admitted.push(Admission { id, placement, backfilled });
         }
         self.pending.close_cycle();
+        let Walk { mut cycle, reservation, .. } = walk;
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if self.blanket != blanket_before {
             // Gangs the cycle did not reach now read another blanket reason.
@@ -542,26 +387,5 @@ impl Engine {
             Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
         };
         Some(PendingStatus { reason, reserved_at: None })
-    }
-
-    /// The reason a placement failure gives now: a capacity failure with today's free amount (a
-    /// known one was found when more or less was free).
-    fn fresh_reason(&self, failure: &PlacementFailure, request: &Demand) -> PendingReason {
-        match failure {
-            PlacementFailure::Capacity { requested, .. } => PendingReason::Capacity {
-                requested: *requested,
-                free: self.cluster.free_for(request.hosts(), trainyard_topology::DomainId::ROOT),
-            },
-            other => other.clone().into(),
-        }
-    }
-
-    /// Starts the head of the line on capacity it frees by preemption, if it can.
-    fn start_by_preemption(&mut self, id: GangId, key: OrderKey, now: u64, cycle: &mut Cycle) -> Result<bool> {
-        let Some(placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
-        self.start(id, &placement, now)?;
-        self.pending.remove(&key);
-        cycle.admitted.push(Admission { id, placement, backfilled: false });
-        Ok(true)
     }
 }

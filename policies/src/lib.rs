@@ -31,6 +31,7 @@ mod preempt;
 mod preemption;
 mod quota_tree;
 mod reason;
+mod walk;
 
 pub use config::{
     AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,

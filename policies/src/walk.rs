@@ -1,0 +1,258 @@
+//! One cycle's walk over the pending gangs: what the walk carries from gang to gang (the
+//! reservation, quota holds, queues blocked behind their head, shapes known not to fit, what
+//! the cycle did), and the stages each gang goes through in turn: readiness (backoff, a queue
+//! blocked behind its head), quota, placement (or preemption, or a reservation), and admission.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use trainyard_topology::{Demand, PlacementFailure};
+
+use crate::backfill::{Candidate, Holds, ReservationPlan};
+use crate::engine::{Blanket, GangRecord, OrderKey};
+use crate::gang_map::FastHash;
+use crate::quota_tree::{QueueIdx, QuotaBlock};
+use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Result};
+
+/// What the walk carries from one gang to the next within a cycle.
+pub(crate) struct Walk {
+    pub(crate) mode: BackfillMode,
+    /// Shapes that did not fit earlier in this cycle.
+    pub(crate) failed_shapes: HashMap<Demand, Arc<PlacementFailure>, FastHash>,
+    /// Strict FIFO: queues whose head could not start, with that head.
+    pub(crate) blocked_queues: BTreeMap<QueueIdx, GangId>,
+    /// EASY backfill: the first gang that could not start, and when and where it will.
+    pub(crate) reservation: Option<ReservationPlan>,
+    /// Quota set aside for gangs blocked by quota while a reservation stands.
+    pub(crate) holds: Holds,
+    /// What the cycle did so far.
+    pub(crate) cycle: Cycle,
+}
+
+impl Walk {
+    pub(crate) fn new(mode: BackfillMode, cycle: Cycle) -> Walk {
+        Walk {
+            mode,
+            failed_shapes: HashMap::default(),
+            blocked_queues: BTreeMap::new(),
+            reservation: None,
+            holds: Holds::default(),
+            cycle,
+        }
+    }
+}
+
+/// Whether the walk goes on to the next gang.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Next,
+    Stop,
+}
+
+impl Engine {
+    /// One pending gang's turn in the walk.
+    pub(crate) fn visit(&mut self, walk: &mut Walk, key: OrderKey, id: GangId, now: u64) -> Result<Step> {
+        let free = self.cluster.total_free();
+        // A full cluster ends the cycle, except that the head of the line may still
+        // preempt its way in.
+        let may_preempt = (self.preemption.within_queue || self.preemption.reclaim)
+            && walk.reservation.is_none()
+            && walk.blocked_queues.is_empty();
+        if walk.mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 && !may_preempt {
+            self.blanket = Some(Blanket::ClusterFull(free));
+            return Ok(Step::Stop);
+        }
+        let gang = &self.gangs[&id];
+        let (queue, gpus) = (gang.queue, gang.gpus);
+        if gang.not_before > now {
+            // Without a timed-out admission it is a hold (a requeue this instant), not a backoff.
+            if gang.unready_attempts > 0 {
+                let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
+                self.set_status(id, reason, None);
+            }
+            return Ok(Step::Next);
+        }
+        if let Some(&head) = walk.blocked_queues.get(&queue) {
+            self.set_status(id, PendingReason::QueuedBehind { head }, None);
+            return Ok(Step::Next);
+        }
+        if let Err(block) = self.quotas.check(queue, gang.total) {
+            return self.quota_blocked(walk, key, id, block, now);
+        }
+        let request = gang.demand.clone();
+        let end = now.saturating_add(gang.estimate);
+        if let Some(reason) = walk.reservation.as_ref().and_then(|r| r.refuses(&request, end)) {
+            self.set_status(id, reason, None);
+            return Ok(Step::Next);
+        }
+        let epoch = self.cluster.epoch();
+        let known = walk
+            .failed_shapes
+            .get(&request)
+            .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
+        let was_known = known.is_some();
+        // A known failure is shared, not copied: most gangs a cycle visits meet one.
+        let placed = match known {
+            Some(failure) => Err(Arc::clone(failure)),
+            None => self.cluster.place_demand(&request).map_err(Arc::new),
+        };
+        let placement = match placed {
+            Ok(p) => p,
+            Err(failure) => return self.placement_failed(walk, key, id, &request, &failure, was_known, now),
+        };
+        let candidate = Candidate { request, queue, gpus, end };
+        let placement =
+            match self.respect_reservations(placement, &candidate, walk.reservation.as_mut(), &mut walk.holds) {
+                Ok(p) => p,
+                Err(reason) => {
+                    self.set_status(id, reason, None);
+                    return Ok(Step::Next);
+                }
+            };
+        let backfilled = walk.reservation.is_some() || walk.holds.holds(queue);
+        self.start(id, &placement, now)?;
+        // Removed at once (the loop walks a snapshot), so a gang preempted later in this
+        // cycle is requeued, not dropped.
+        self.pending.remove(&key);
+        walk.cycle.admitted.push(Admission { id, placement, backfilled });
+        Ok(Step::Next)
+    }
+
+    /// Quota stage: the gang's queue (or a pool above it) has no room for it now. The head of
+    /// the line may take lent quota back; otherwise the gang blocks its queue (strict FIFO),
+    /// takes the reservation, or holds quota for it (EASY), and says which limit blocks.
+    fn quota_blocked(
+        &mut self,
+        walk: &mut Walk,
+        key: OrderKey,
+        id: GangId,
+        block: QuotaBlock,
+        now: u64,
+    ) -> Result<Step> {
+        let (queue, gpus) = (self.gangs[&id].queue, self.gangs[&id].gpus);
+        // The head of the line may take lent quota back from borrowers.
+        if walk.reservation.is_none()
+            && walk.blocked_queues.is_empty()
+            && self.start_by_preemption(id, key, now, &mut walk.cycle)?
+        {
+            return Ok(Step::Next);
+        }
+        let mut reserved_at = None;
+        match walk.mode {
+            BackfillMode::None => {
+                walk.blocked_queues.insert(queue, id);
+            }
+            BackfillMode::Easy if walk.reservation.is_none() => {
+                walk.reservation = self.plan_reservation(id, now, &mut walk.holds)?;
+                reserved_at = walk.reservation.as_ref().map(|r| r.at);
+            }
+            BackfillMode::Easy => walk.holds.hold_queue(self, queue, id, now),
+        }
+        // The same limit as last time: the reason stands, and no new one is built.
+        let limit = (block.queue, block.kind);
+        let same = |g: &GangRecord, r: &PendingReason| {
+            g.quota_limit == Some(limit) && matches!(r, PendingReason::Quota { .. })
+        };
+        if reserved_at.is_some() || !self.keep_status(id, same) {
+            let (used, available) = (self.quotas.usage(queue).gpus, self.quotas.available(queue).gpus);
+            let kept =
+                self.gangs.get_mut(&id).filter(|g| g.quota_limit == Some(limit)).and_then(|g| g.quota_reason.take());
+            let reason = match kept.map(|r| *r) {
+                Some(PendingReason::Quota { queue, requested_gpus, limit, blocked_by, .. }) => PendingReason::Quota {
+                    queue,
+                    requested_gpus,
+                    used_gpus: used,
+                    available_gpus: available,
+                    limit,
+                    blocked_by,
+                },
+                _ => PendingReason::Quota {
+                    queue: self.quotas.name(queue).to_string(),
+                    requested_gpus: gpus,
+                    used_gpus: used,
+                    available_gpus: available,
+                    limit: self.quotas.describe(&block),
+                    blocked_by: self.quotas.limit_name(&block),
+                },
+            };
+            self.set_status(id, reason, reserved_at);
+            if let Some(g) = self.gangs.get_mut(&id) {
+                g.quota_limit = Some(limit);
+            }
+        }
+        Ok(Step::Next)
+    }
+
+    /// Placement stage, when the gang does not fit now: the head of the line may preempt its way
+    /// in; otherwise the failure is remembered for the shape, the gang blocks the line (strict
+    /// FIFO) or takes the reservation (EASY), and a starving gang lets nobody pass.
+    #[allow(clippy::too_many_arguments)]
+    fn placement_failed(
+        &mut self,
+        walk: &mut Walk,
+        key: OrderKey,
+        id: GangId,
+        request: &Demand,
+        failure: &Arc<PlacementFailure>,
+        was_known: bool,
+        now: u64,
+    ) -> Result<Step> {
+        // Only the head of the line preempts: nobody ahead of it is waiting.
+        if walk.reservation.is_none()
+            && walk.blocked_queues.is_empty()
+            && self.start_by_preemption(id, key, now, &mut walk.cycle)?
+        {
+            return Ok(Step::Next);
+        }
+        if !was_known {
+            walk.failed_shapes.insert(request.clone(), Arc::clone(failure));
+            self.failed_at.insert(request.clone(), (self.cluster.epoch(), Arc::clone(failure)));
+        }
+        let mut reserved_at = None;
+        match walk.mode {
+            BackfillMode::None => {
+                let reason = self.fresh_reason(failure, request);
+                self.set_status(id, reason, None);
+                self.blanket = Some(Blanket::QueuedBehind(id));
+                return Ok(Step::Stop);
+            }
+            BackfillMode::Easy if walk.reservation.is_none() => {
+                walk.reservation = self.plan_reservation(id, now, &mut walk.holds)?;
+                reserved_at = walk.reservation.as_ref().map(|r| r.at);
+            }
+            BackfillMode::Easy => {}
+        }
+        let same = |_: &GangRecord, r: &PendingReason| r.steady_eq_failure(failure);
+        if reserved_at.is_some() || !self.keep_status(id, same) {
+            let reason = self.fresh_reason(failure, request);
+            self.set_status(id, reason, reserved_at);
+        }
+        if self.starving(id, now) {
+            // Nobody may pass a gang that has waited too long.
+            self.blanket = Some(Blanket::QueuedBehind(id));
+            return Ok(Step::Stop);
+        }
+        Ok(Step::Next)
+    }
+
+    /// The reason a placement failure gives now: a capacity failure with today's free amount (a
+    /// known one was found when more or less was free).
+    fn fresh_reason(&self, failure: &PlacementFailure, request: &Demand) -> PendingReason {
+        match failure {
+            PlacementFailure::Capacity { requested, .. } => PendingReason::Capacity {
+                requested: *requested,
+                free: self.cluster.free_for(request.hosts(), trainyard_topology::DomainId::ROOT),
+            },
+            other => other.clone().into(),
+        }
+    }
+
+    /// Starts the head of the line on capacity it frees by preemption, if it can.
+    fn start_by_preemption(&mut self, id: GangId, key: OrderKey, now: u64, cycle: &mut Cycle) -> Result<bool> {
+        let Some(placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
+        self.start(id, &placement, now)?;
+        self.pending.remove(&key);
+        cycle.admitted.push(Admission { id, placement, backfilled: false });
+        Ok(true)
+    }
+}
