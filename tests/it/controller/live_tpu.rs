@@ -64,9 +64,12 @@ fn a_multi_slice_tpu_trainjob_takes_two_whole_node_pools() {
     requests.insert("google.com/tpu".into(), Quantity("1".into()));
     let runtimes = runtimes(&[tpu_runtime()]);
     let policy = "queues:\n  - {name: team, nominal: {gpus: 256}}\nundeclared_queues: reject\n";
-    let mut live = start_on(policy, &[topology()], &nodes, &[busy], &[], runtimes.clone(), T0);
+    let mut live = start_on(policy, &[topology()], &nodes, std::slice::from_ref(&busy), &[], runtimes.clone(), T0);
     let job = tpu_job("slices", 8, 0);
-    live.apply(trainyard::controller::live::Change::Job(Box::new(kube::runtime::watcher::Event::Apply(job))), T0);
+    live.apply(
+        trainyard::controller::live::Change::Job(Box::new(kube::runtime::watcher::Event::Apply(job.clone()))),
+        T0,
+    );
     live.cycle(T0);
     let Some(Decision::Admit(record)) = live.decision("team/slices").cloned() else {
         panic!("not admitted: {:?}", live.decision("team/slices"))
@@ -77,6 +80,11 @@ fn a_multi_slice_tpu_trainjob_takes_two_whole_node_pools() {
     assert!(pools[..4].iter().all(|p| *p == pools[0]) && pools[4..].iter().all(|p| *p == pools[4]), "{hosts:?}");
     assert_ne!(pools[0], pools[4], "two slices, two pools: {hosts:?}");
     assert!(!pools.contains(&"p0"), "p0 has a busy host, so it is no whole slice: {hosts:?}");
+    // A controller started afresh from the same objects (a restart, or a relist after 410 Gone)
+    // sees the same tori and decides the same.
+    let mut fresh = start_on(policy, &[topology()], &nodes, &[busy], &[job], runtimes.clone(), T0);
+    fresh.cycle(T0);
+    assert_eq!(fresh.decision("team/slices").cloned(), Some(Decision::Admit(record.clone())));
 
     // A third slice does not fit anywhere whole now; it waits, said in TPU terms.
     let mut more = tpu_job("more", 12, 1);
