@@ -400,7 +400,8 @@ fn place_tpu_gang(args: &PlaceArgs, shape_text: &str) -> Result<String> {
         args.flavor.as_deref().map(|f| topo.flavor_id(f).ok_or_else(|| anyhow!("--flavor `{f}`: no node has it")));
     let flavor = flavor.transpose()?;
     let per_slice = topo.tpu_hosts_per_slice(&shape).map_err(|e| anyhow!("--tpu {shape}: {e}"))?;
-    let chips = topo.tori().next().map(|(_, t)| t.host_block.iter().map(|&b| u64::from(b)).product()).unwrap_or(1);
+    // A slice is whole hosts, so each pod takes a host's chips.
+    let chips = shape.chips() / u64::from(per_slice.max(1));
     let pod = Resources { gpus: chips, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
     let pods = per_slice * args.slices;
     let shape_gang = GangShape {
@@ -416,11 +417,14 @@ fn place_tpu_gang(args: &PlaceArgs, shape_text: &str) -> Result<String> {
         cluster.place_demand(&demand).map_err(|f| anyhow!("the slices do not fit now: {}", describe_failure(&f)))?;
     let topo = cluster.topology();
     for (i, slice) in placement.hosts.chunks(per_slice as usize).enumerate() {
-        let torus = slice.first().and_then(|&h| topo.torus_position(h)).map(|(d, _)| topo.path(d)).unwrap_or_default();
-        text.push_str(&format!("  slice {i} on {torus}:\n"));
+        // A slice lies on one torus: its layout names every host's chip.
+        let Some((torus, _)) = slice.first().and_then(|&h| topo.torus_position(h)) else { continue };
+        let layout = topo.torus_layout(torus);
+        text.push_str(&format!("  slice {i} on {}:\n", topo.path(torus)));
         for &h in slice {
-            let at = topo.torus_position(h).map(|(_, c)| c.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
-            text.push_str(&format!("    {} at chip {}\n", topo.host_name(h), at.unwrap_or_default()));
+            let at =
+                layout.iter().find(|(x, _)| *x == h).map(|(_, c)| c.iter().map(u32::to_string).collect::<Vec<_>>());
+            text.push_str(&format!("    {} at chip {}\n", topo.host_name(h), at.unwrap_or_default().join(",")));
         }
     }
     Ok(text)

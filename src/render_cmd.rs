@@ -171,8 +171,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
             let (decisions, _) = looped.cycle(std::slice::from_ref(&entry), created_s(&job));
             // Where each TPU host sits on its torus, for the comment lines.
             let topo = looped.engine().cluster().topology();
-            for h in topo.hosts() {
-                if let Some((torus, chip)) = topo.torus_position(h) {
+            for (torus, _) in topo.tori() {
+                for (h, chip) in topo.torus_layout(torus) {
                     let chip: Vec<String> = chip.iter().map(u32::to_string).collect();
                     let at = format!("chip {} of torus {}", chip.join(","), topo.path(torus));
                     torus_at.insert(topo.host_name(h).to_string(), at);

@@ -14,37 +14,24 @@ impl Topology {
     /// [`crate::Error::UnknownLevel`]; a TPU shape it can never hold an [`crate::Error::Shape`].
     pub fn demand(&self, shape: &GangShape, flavor: Option<u16>, hosts: HostClass) -> Result<Demand> {
         let gang = self.resolve(&shape.topology)?;
-        if let [set] = shape.sets.as_slice()
-            && let Some(slice) = &set.tpu
-        {
-            let named = |message: String| GangShapeError { set: Some(set.name.clone()), message };
-            let per_slice = tpu::hosts_per_slice(self, slice).map_err(named)?;
-            if set.pods % per_slice != 0 {
-                let message =
-                    format!("{} pods do not make whole TPU slices of {slice} ({per_slice} hosts each)", set.pods);
-                return Err(named(message).into());
-            }
-            let constraint = match (&shape.topology, &set.topology) {
-                (TopologyRequest::Unconstrained, own) => self.resolve(own)?,
-                _ => gang,
-            };
-            let request = TpuRequest {
-                pods: set.pods,
-                pod: set.pod,
-                shape: slice.clone(),
-                hosts_per_slice: per_slice,
-                constraint,
-                flavor,
-                hosts,
-            };
-            return Ok(Demand::Tpu(Arc::new(request)));
-        }
         if let [set] = shape.sets.as_slice() {
             // One set: its own constraint is the gang's, when the gang names none.
             let mut constraint = match (&shape.topology, &set.topology) {
                 (TopologyRequest::Unconstrained, own) => self.resolve(own)?,
                 _ => gang,
             };
+            if let Some(slice) = &set.tpu {
+                let named = |message: String| GangShapeError { set: Some(set.name.clone()), message };
+                let per_slice = tpu::hosts_per_slice(self, slice).map_err(named)?;
+                if set.pods % per_slice != 0 {
+                    let message =
+                        format!("{} pods do not make whole TPU slices of {slice} ({per_slice} hosts each)", set.pods);
+                    return Err(named(message).into());
+                }
+                let (pods, pod, shape) = (set.pods, set.pod, slice.clone());
+                let request = TpuRequest { pods, pod, shape, hosts_per_slice: per_slice, constraint, flavor, hosts };
+                return Ok(Demand::Tpu(Arc::new(request)));
+            }
             constraint.slice = self.slice(set.slice.as_ref())?;
             return Ok(Demand::Single(PlacementRequest { pods: set.pods, pod: set.pod, constraint, flavor, hosts }));
         }

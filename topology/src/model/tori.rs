@@ -69,6 +69,13 @@ impl Topology {
         crate::placement::tpu::hosts_per_slice(self, shape)
     }
 
+    /// The hosts of torus `d` with the chip coordinates of their block's first chip, in block
+    /// order; hosts past the last block are left out.
+    pub fn torus_layout(&self, d: DomainId) -> Vec<(HostId, Vec<u32>)> {
+        let Some(spec) = self.tori.get(&d.0) else { return Vec::new() };
+        self.torus_hosts(d).into_iter().enumerate().map_while(|(i, h)| Some((h, block_origin(spec, i)?))).collect()
+    }
+
     /// The torus `host` belongs to and the chip coordinates of its block's first chip.
     pub fn torus_position(&self, host: HostId) -> Option<(DomainId, Vec<u32>)> {
         let mut d = self.host_domain(host);
@@ -78,9 +85,8 @@ impl Topology {
                 break d;
             }
         };
-        let spec = &self.tori[&torus.0];
-        let index = self.torus_hosts(torus).iter().position(|&h| h == host)?;
-        block_origin(spec, index).map(|origin| (torus, origin))
+        let (_, origin) = self.torus_layout(torus).into_iter().find(|(h, _)| *h == host)?;
+        Some((torus, origin))
     }
 }
 

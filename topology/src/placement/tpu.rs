@@ -69,8 +69,7 @@ pub(crate) fn hosts_per_slice(topo: &Topology, shape: &SliceShape) -> Result<u32
 
 /// Hosts a slice of `shape` takes on `spec`, when it fits there as whole hosts.
 fn slice_hosts(spec: &TorusSpec, shape: &SliceShape) -> Result<u32, String> {
-    let probe = Torus::new(spec.clone()).map_err(|e| e.to_string())?;
-    probe.check(shape, Rotation::Any).map_err(|e| e.to_string())?;
+    spec.check(shape, Rotation::Any).map_err(|e| e.to_string())?;
     let block: u64 = spec.host_block.iter().map(|&b| u64::from(b)).product();
     if shape.chips() < block || !shape.chips().is_multiple_of(block) {
         return Err(format!("{shape} is smaller than a host of {block} chips; ask for chips on one host instead"));

@@ -47,7 +47,7 @@ impl Torus {
 
     /// Checks that a slice of `shape` could ever be placed on this pod (rank, size, host block).
     pub fn check(&self, shape: &SliceShape, rotation: Rotation) -> Result<(), TorusError> {
-        orientations(&self.spec, shape, rotation).map(|_| ())
+        self.spec.check(shape, rotation)
     }
 
     /// The best free box for `shape` in any orientation, without allocating it. The outer error

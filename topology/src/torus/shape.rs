@@ -50,6 +50,12 @@ impl TorusSpec {
         TorusSpec { host_block: vec![2, 4], ..TorusSpec::wrapped(&[16, 16]) }
     }
 
+    /// Checks that a slice of `shape` could ever be placed on a pod of this spec (rank, size,
+    /// host block), without building the pod.
+    pub fn check(&self, shape: &SliceShape, rotation: Rotation) -> Result<(), TorusError> {
+        orientations(self, shape, rotation).map(|_| ())
+    }
+
     /// Number of dimensions.
     pub fn rank(&self) -> usize {
         self.dims.len()
