@@ -7,7 +7,7 @@
 //! and where the time goes. Each mode runs twice: all gangs of one pod set, then with a fifth
 //! of them rich (half a 1-GPU leader with 8-GPU workers inside one rack, half 8-GPU pods cut
 //! into slices of 2 inside one rack). `-- --quick` runs a tenth of it; `-- --only TEXT` only
-//! the modes whose label contains TEXT; `-- --plain` only the single-set runs.
+//! the modes whose label contains TEXT; `-- --plain` only the single-set runs, `-- --rich` only the rich ones.
 
 use std::time::Instant;
 
@@ -172,13 +172,19 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let plain = args.iter().any(|a| a == "--plain");
+    let rich_only = args.iter().any(|a| a == "--rich");
     let modes: [(&str, bool, bool, BackfillMode); 4] = [
         ("FIFO order, EASY backfill", false, false, BackfillMode::Easy),
         ("DRF, EASY backfill", true, false, BackfillMode::Easy),
         ("DRF, EASY backfill, preemption", true, true, BackfillMode::Easy),
         ("DRF, strict FIFO, preemption", true, true, BackfillMode::None),
     ];
-    for rich in if plain { &[false][..] } else { &[false, true][..] } {
+    let runs: &[bool] = match (plain, rich_only) {
+        (true, false) => &[false],
+        (false, true) => &[true],
+        _ => &[false, true],
+    };
+    for rich in runs {
         let rich = *rich;
         let scale = Scale { queues: 200, gangs, rich };
         println!(

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, HashSet};
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
 use crate::engine::GangState;
+use crate::gang_map::FastHash;
 use crate::quota_tree::QueueIdx;
 use crate::{Engine, GangId, PendingReason, Result};
 
@@ -36,7 +37,7 @@ pub(crate) struct ReservationPlan {
     slack: Vec<(HostId, Resources)>,
     /// Shapes that found no room around the reservation this cycle. Free capacity and slack
     /// only shrink within a cycle, so they will not find any later in it either.
-    refused: HashSet<Demand>,
+    pub(crate) refused: HashSet<Demand, FastHash>,
 }
 
 impl ReservationPlan {
@@ -162,7 +163,7 @@ impl Engine {
                         (h, self.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO))
                     })
                     .collect();
-                found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack, refused: HashSet::new() });
+                found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack, refused: HashSet::default() });
                 let slack_gpus = self.quotas.available(queue).gpus.saturating_sub(total.gpus);
                 holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
                 break;

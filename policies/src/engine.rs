@@ -86,13 +86,6 @@ pub(crate) fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
 /// then arrival order.
 pub(crate) type OrderKey = (Reverse<i32>, u64, u64, u64);
 
-/// What gangs not looked at in the last cycle are waiting for.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Blanket {
-    QueuedBehind(GangId),
-    ClusterFull(Resources),
-}
-
 /// The scheduling engine. Sans-IO: time is passed in, nothing is read or written.
 #[derive(Debug)]
 pub struct Engine {
@@ -123,7 +116,7 @@ pub struct Engine {
     pub(crate) arrivals: u64,
     pub(crate) cycle: u64,
     last_now: u64,
-    pub(crate) blanket: Option<Blanket>,
+    pub(crate) blanket: Option<crate::blanket::Blanket>,
     /// Something changed that a cycle must look at (a gang came, went or stopped, capacity or
     /// quota changed); without it, and before `due`, a cycle has nothing to do.
     pub(crate) dirty: bool,
@@ -139,8 +132,8 @@ pub struct Engine {
     pub(crate) on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
     /// Running gangs with lost hosts, each with when it was lost.
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
-    /// Pending gangs by what they ask of the cluster (looked up by request only).
-    pub(crate) pending_by_request: HashMap<Demand, BTreeSet<GangId>, FastHash>,
+    /// Pending gangs by what they ask of the cluster.
+    pub(crate) pending_by_request: crate::by_request::ByRequest,
     /// The cluster generation pending gangs were last checked against the empty cluster for.
     pruned_generation: u64,
 }
@@ -209,7 +202,7 @@ impl Engine {
             backoffs: BTreeSet::new(),
             on_host: HashMap::default(),
             lost: BTreeMap::new(),
-            pending_by_request: HashMap::default(),
+            pending_by_request: crate::by_request::ByRequest::default(),
             pruned_generation: 0,
         };
         engine.pruned_generation = engine.cluster.generation();
@@ -341,7 +334,7 @@ impl Engine {
         self.pending.close_cycle();
         let Walk { mut cycle, reservation, .. } = walk;
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
-        if self.blanket != blanket_before {
+        if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
             // Gangs the cycle did not reach now read another blanket reason.
             let stale: Vec<GangId> = self
                 .pending
@@ -365,11 +358,11 @@ impl Engine {
     /// Takes out the pending gangs that the cluster as it stands cannot hold even empty: one
     /// look per distinct request, so the cost follows the kinds of gangs waiting, not their number.
     fn prune_never_fits(&mut self) -> Result<Vec<(GangId, crate::Unschedulable)>> {
-        let requests: Vec<Demand> = self.pending_by_request.keys().cloned().collect();
+        let requests: Vec<Demand> = self.pending_by_request.requests().map(|(d, _)| d.clone()).collect();
         let mut out: BTreeMap<GangId, crate::Unschedulable> = BTreeMap::new();
         for request in requests {
             if let Some(failure) = self.never_fits(&request) {
-                for &id in self.pending_by_request.get(&request).into_iter().flatten() {
+                for id in self.pending_by_request.ids(&request) {
                     out.insert(id, crate::Unschedulable::NeverFits(failure.clone().into()));
                 }
             }
@@ -378,14 +371,5 @@ impl Engine {
             self.cancel_pending(*id)?;
         }
         Ok(out.into_iter().collect())
-    }
-
-    /// The status a pending gang the last cycle did not reach reads, when a blanket covers it.
-    pub(crate) fn blanket_status(&self, gang: &GangRecord) -> Option<PendingStatus> {
-        let reason = match self.blanket.as_ref()? {
-            Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
-            Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
-        };
-        Some(PendingStatus { reason, reserved_at: None })
     }
 }

@@ -72,7 +72,7 @@ impl Engine {
         }
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         let id = request.id;
-        self.pending_by_request.entry(demand.clone()).or_default().insert(id);
+        self.pending_by_request.insert(&demand, id, estimate);
         self.gangs.insert(
             id,
             GangRecord {
@@ -174,12 +174,7 @@ impl Engine {
             self.pending_by_size.remove(&size_key(id, &gang.request));
         }
         self.backoffs.remove(&(gang.not_before, id));
-        if let Some(set) = self.pending_by_request.get_mut(&gang.demand) {
-            set.remove(&id);
-            if set.is_empty() {
-                self.pending_by_request.remove(&gang.demand);
-            }
-        }
+        self.pending_by_request.remove(&gang.demand, id, gang.estimate);
     }
 
     /// Releases a running gang's hosts and quota and drops it from the running indexes; the
@@ -214,7 +209,7 @@ impl Engine {
         let key = self.order_key(id);
         self.pending.insert(key, id, self.gangs[&id].queue);
         let gang = &self.gangs[&id];
-        self.pending_by_request.entry(gang.demand.clone()).or_default().insert(id);
+        self.pending_by_request.insert(&gang.demand, id, gang.estimate);
         if gang.gpus == 0 {
             self.pending_without_gpus += 1;
         } else {

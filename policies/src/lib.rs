@@ -14,6 +14,8 @@
 
 mod adopt;
 mod backfill;
+mod blanket;
+mod by_request;
 mod config;
 mod cycle;
 mod engine;

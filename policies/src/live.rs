@@ -148,7 +148,7 @@ impl Engine {
         for (id, gang) in self.gangs.iter_mut() {
             if matches!(gang.state, GangState::Pending { .. }) {
                 gang.demand = gang.demand.with_flavor(self.flavor_of.get(&gang.request.queue).copied());
-                self.pending_by_request.entry(gang.demand.clone()).or_default().insert(*id);
+                self.pending_by_request.insert(&gang.demand, *id, gang.estimate);
             }
         }
     }

@@ -14,9 +14,6 @@ use crate::engine::OrderKey;
 use crate::gang_map::FastHash;
 use crate::quota_tree::QueueIdx;
 
-/// Gangs read from the maps at a time by a cycle's cursor.
-const CHUNK: usize = 64;
-
 /// Pending gangs by visiting key, overall and within each queue.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Pending {
@@ -80,8 +77,8 @@ impl Pending {
         self.returned.clear();
     }
 
-    /// Refills `buf` with the next gangs after `after` (from the start when `None`) that were
-    /// pending when the cycle began, over all queues or within `queue`. Read in chunks: a gang
+    /// Refills `buf` with the next `chunk` gangs after `after` (from the start when `None`) that
+    /// were pending when the cycle began, over all queues or within `queue`. Read in chunks: a gang
     /// ahead of the cursor leaves the maps only once visited, and one that enters is a returned
     /// gang the cycle skips, so a chunk stays true while it is served.
     pub(crate) fn fill(
@@ -89,16 +86,17 @@ impl Pending {
         queue: Option<QueueIdx>,
         after: Option<OrderKey>,
         buf: &mut VecDeque<(OrderKey, GangId)>,
+        chunk: usize,
     ) {
         let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         let fresh = |&(_, id): &(OrderKey, GangId)| !self.returned_now(id);
         match queue {
             None => buf.extend(
-                self.all.range((from, Bound::Unbounded)).map(|(k, &(id, _))| (*k, id)).filter(fresh).take(CHUNK),
+                self.all.range((from, Bound::Unbounded)).map(|(k, &(id, _))| (*k, id)).filter(fresh).take(chunk),
             ),
             Some(q) => {
                 if let Some(map) = self.by_queue.get(&q) {
-                    buf.extend(map.range((from, Bound::Unbounded)).map(|(k, &id)| (*k, id)).filter(fresh).take(CHUNK));
+                    buf.extend(map.range((from, Bound::Unbounded)).map(|(k, &id)| (*k, id)).filter(fresh).take(chunk));
                 }
             }
         }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use trainyard_topology::{Demand, PlacementFailure};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
-use crate::engine::{Blanket, GangRecord, OrderKey};
-use crate::gang_map::FastHash;
+use crate::blanket::{Blanket, ShapeFailures, Unstartable};
+use crate::engine::{GangRecord, OrderKey};
 use crate::quota_tree::{QueueIdx, QuotaBlock};
 use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Result};
 
@@ -18,7 +18,7 @@ use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Resul
 pub(crate) struct Walk {
     pub(crate) mode: BackfillMode,
     /// Shapes that did not fit earlier in this cycle.
-    pub(crate) failed_shapes: HashMap<Demand, Arc<PlacementFailure>, FastHash>,
+    pub(crate) failed_shapes: ShapeFailures,
     /// Strict FIFO: queues whose head could not start, with that head.
     pub(crate) blocked_queues: BTreeMap<QueueIdx, GangId>,
     /// EASY backfill: the first gang that could not start, and when and where it will.
@@ -101,11 +101,16 @@ impl Engine {
             Err(failure) => return self.placement_failed(walk, key, id, &request, &failure, was_known, now),
         };
         let candidate = Candidate { request, queue, gpus, end };
+        let refused_before = walk.reservation.as_ref().map_or(0, |r| r.refused.len());
         let placement =
             match self.respect_reservations(placement, &candidate, walk.reservation.as_mut(), &mut walk.holds) {
                 Ok(p) => p,
                 Err(reason) => {
                     self.set_status(id, reason, None);
+                    let newly_refused = walk.reservation.as_ref().is_some_and(|r| r.refused.len() > refused_before);
+                    if newly_refused && self.nothing_left_starts(walk, now) {
+                        return Ok(self.stop_nothing_starts(walk));
+                    }
                     return Ok(Step::Next);
                 }
             };
@@ -180,6 +185,9 @@ impl Engine {
                 g.quota_limit = Some(limit);
             }
         }
+        if reserved_at.is_some() && self.nothing_left_starts(walk, now) {
+            return Ok(self.stop_nothing_starts(walk));
+        }
         Ok(Step::Next)
     }
 
@@ -232,7 +240,35 @@ impl Engine {
             self.blanket = Some(Blanket::QueuedBehind(id));
             return Ok(Step::Stop);
         }
+        if (!was_known || reserved_at.is_some()) && self.nothing_left_starts(walk, now) {
+            return Ok(self.stop_nothing_starts(walk));
+        }
         Ok(Step::Next)
+    }
+
+    /// Whether no gang left in this cycle can start: a reservation stands (so nothing is freed
+    /// by preemption before the cycle ends, and free capacity only shrinks), and every request
+    /// still waiting either did not fit or found no room around the reservation while all its
+    /// gangs would run past it. The rest of the walk would admit nothing, so the cycle stops
+    /// here: its cost follows the kinds of gangs waiting, not their number.
+    fn nothing_left_starts(&self, walk: &Walk, now: u64) -> bool {
+        let Some(reservation) = &walk.reservation else { return false };
+        self.pending_by_request.requests().all(|(demand, shortest)| {
+            walk.failed_shapes.contains_key(demand)
+                || (reservation.refused.contains(demand) && now.saturating_add(shortest) > reservation.at)
+        })
+    }
+
+    /// Ends the walk because nothing left starts; the gangs it did not reach read why.
+    fn stop_nothing_starts(&mut self, walk: &mut Walk) -> Step {
+        let Some(reservation) = &walk.reservation else { return Step::Stop };
+        let why = Unstartable {
+            failures: std::mem::take(&mut walk.failed_shapes),
+            refused: reservation.refused.clone(),
+            reservation: (reservation.holder, reservation.at),
+        };
+        self.blanket = Some(Blanket::NothingStarts(Arc::new(why)));
+        Step::Stop
     }
 
     /// The reason a placement failure gives now: a capacity failure with today's free amount (a

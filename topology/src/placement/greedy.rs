@@ -22,12 +22,15 @@ pub(crate) struct Scratch {
     best: Vec<Option<(u64, u64, u32)>>,
     /// Per depth: the most units any domain there can take.
     pub(crate) most: Vec<u64>,
+    /// A working copy of the free capacity for searches that place set after set (kept so
+    /// that a search copies into it instead of allocating a cluster-sized vector).
+    pub(crate) local: Vec<Resources>,
 }
 
 impl Scratch {
     pub(crate) fn new(domains: usize, host_depth: u8) -> Scratch {
         let depths = usize::from(host_depth) + 1;
-        Scratch { fits: vec![0; domains], best: vec![None; depths], most: vec![0; depths] }
+        Scratch { fits: vec![0; domains], best: vec![None; depths], most: vec![0; depths], local: Vec::new() }
     }
 }
 

@@ -211,38 +211,45 @@ pub(crate) fn greedy_under(
         (std::cmp::Reverse((s.pod.gpus, s.pod.cpu_milli, s.pod.memory_mib, s.pods)), i)
     });
     let top = request.constraint.top_depth.max(topo.depth(root));
-    let root_depth = topo.depth(root);
-    let mut local: Option<Vec<Resources>> = None;
-    for depth in (top..=topo.host_depth()).rev() {
-        let mut candidates: Vec<DomainId> = (0..topo.domain_count() as u32)
-            .map(DomainId)
-            .filter(|&d| {
-                topo.depth(d) == depth && free[d.0 as usize].covers(&total) && topo.ancestor_at(d, root_depth) == root
-            })
-            .collect();
-        candidates.sort_by_key(|d| (free[d.0 as usize].gpus, d.0));
-        // One copy of the free capacity for every candidate: what a failed candidate took is
-        // given back along the same paths, so a try costs its pods, not the cluster's size.
-        let local = local.get_or_insert_with(|| free.to_vec());
-        'candidates: for d in candidates {
-            let mut sets = vec![Vec::new(); request.sets.len()];
-            for &i in &order {
-                let req = request.set_request(i, depth);
-                match greedy::place_under(topo, local, &req, d, model, scratch) {
-                    Ok(p) => {
-                        take(topo, local, req.pod, &p.hosts);
-                        sets[i] = p.hosts;
-                    }
-                    Err(_) => {
-                        for (k, hosts) in sets.iter().enumerate() {
-                            give(topo, local, request.sets[k].pod, hosts);
+    // One copy of the free capacity for every candidate: what a failed candidate took is given
+    // back along the same paths, so a try costs its pods, not the cluster's size.
+    let mut local = std::mem::take(&mut scratch.local);
+    let mut copied = false;
+    let found = 'depths: {
+        for depth in (top..=topo.host_depth()).rev() {
+            let mut candidates = Vec::new();
+            covering_at(topo, free, root, depth, &total, &mut candidates);
+            candidates.sort_by_key(|d| (free[d.0 as usize].gpus, d.0));
+            if !candidates.is_empty() && !copied {
+                local.clear();
+                local.extend_from_slice(free);
+                copied = true;
+            }
+            'candidates: for d in candidates {
+                let mut sets = vec![Vec::new(); request.sets.len()];
+                for &i in &order {
+                    let req = request.set_request(i, depth);
+                    match greedy::place_under(topo, &local, &req, d, model, scratch) {
+                        Ok(p) => {
+                            take(topo, &mut local, req.pod, &p.hosts);
+                            sets[i] = p.hosts;
                         }
-                        continue 'candidates;
+                        Err(_) => {
+                            for (k, hosts) in sets.iter().enumerate() {
+                                give(topo, &mut local, request.sets[k].pod, hosts);
+                            }
+                            continue 'candidates;
+                        }
                     }
                 }
+                break 'depths Some(sets);
             }
-            return Ok(finish(topo, free, request, sets, SearchPath::Greedy, model));
         }
+        None
+    };
+    scratch.local = local;
+    if let Some(sets) = found {
+        return Ok(finish(topo, free, request, sets, SearchPath::Greedy, model));
     }
     match top {
         0 => Err(capacity),
@@ -251,6 +258,29 @@ pub(crate) fn greedy_under(
             pods: request.sets.iter().map(|s| s.pods).sum(),
             best_domain_fit: 0,
         }),
+    }
+}
+
+/// The domains at `depth` under `d` whose free capacity covers `total`. A domain that does not
+/// cover it has no descendant that does, so the walk prunes there: its cost follows the roomy
+/// part of the subtree, not the cluster's size.
+fn covering_at(
+    topo: &Topology,
+    free: &[Resources],
+    d: DomainId,
+    depth: u8,
+    total: &Resources,
+    out: &mut Vec<DomainId>,
+) {
+    if !free[d.0 as usize].covers(total) {
+        return;
+    }
+    if topo.depth(d) >= depth {
+        out.push(d);
+        return;
+    }
+    for &c in topo.children(d) {
+        covering_at(topo, free, DomainId(c), depth, total, out);
     }
 }
 

@@ -252,6 +252,24 @@ pub(crate) fn search(
     Some(Exact { better, complete })
 }
 
+/// A lower bound on the cost of any placement of the request on `hosts`: one domain at every
+/// level above the hosts, and as many hosts as the roomiest of them divides the gang's GPUs
+/// into (at least one); stranded GPUs can only add to it.
+fn lower_bound(
+    topo: &Topology,
+    free: &[Resources],
+    request: &JointRequest,
+    hosts: &[HostId],
+    model: &CostModel,
+) -> u64 {
+    let h = topo.host_depth();
+    let levels: u64 = (1..h).map(|d| model.weight(d, h)).sum();
+    let gpus = request.total().gpus;
+    let roomiest = hosts.iter().map(|&x| free[topo.host_domain(x).0 as usize].gpus).max().unwrap_or(0);
+    let fewest_hosts = if gpus == 0 || roomiest == 0 { 1 } else { gpus.div_ceil(roomiest) };
+    levels + model.weight(h, h) * fewest_hosts
+}
+
 /// The joint greedy answer, then the exact search on the hosts that could take a pod of the gang
 /// when they are few (the whole cluster's, else those under the greedy answer's domain): the
 /// cheaper wins, and a search that ran to its end proves the winner optimal. The host walks give
@@ -278,7 +296,14 @@ pub(crate) fn place(
         .filter(|&h| takes_a_pod(h))
         .collect();
     let incumbent = greedy.as_ref().ok().map(|g| g.cost);
-    match (greedy, search(topo, free, request, hosts, model, incumbent)) {
+    // When the greedy answer meets the bound, nothing on these hosts is cheaper: the search
+    // would only confirm it.
+    let proven = !hosts.is_empty() && incumbent.is_some_and(|c| c <= lower_bound(topo, free, request, &hosts, model));
+    let exact = match proven {
+        true => Some(Exact { better: None, complete: true }),
+        false => search(topo, free, request, hosts, model, incumbent),
+    };
+    match (greedy, exact) {
         (_, Some(Exact { better: Some(b), .. })) => Ok(b),
         (Ok(mut g), Some(Exact { better: None, complete: true })) => {
             g.lower_bound = Some(g.cost);

@@ -1,0 +1,104 @@
+//! A cycle stops as soon as no gang left in it could start, and every gang it did not reach
+//! still reads a true reason; a gang that could still start is never cut off.
+
+use trainyard_policies::{BackfillMode, Engine, GangId, GangRequest, PendingReason, PolicyConfig};
+use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
+
+/// Two racks of two 8-GPU hosts.
+fn cluster() -> Cluster {
+    Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t.yaml")
+        .unwrap()
+}
+
+fn engine() -> Engine {
+    let mut p = PolicyConfig::builtin("easy-backfill").unwrap();
+    p.backfill = BackfillMode::Easy;
+    Engine::new(cluster(), p)
+}
+
+fn gang(id: u64, submit: u64, pods: u32, estimate: u64) -> GangRequest {
+    GangRequest {
+        id: GangId(id),
+        queue: "default".into(),
+        priority: 0,
+        submit,
+        shape: GangShape::single(pods, Resources::gpus(8), TopologyRequest::Unconstrained),
+        runtime_estimate: Some(estimate),
+        hosts: Default::default(),
+        order: 0,
+    }
+}
+
+/// Three hosts busy until 100; one host free; gang 1 (all four hosts) reserved at 100.
+fn busy() -> Engine {
+    let mut e = engine();
+    e.submit(gang(0, 0, 3, 100)).unwrap();
+    assert_eq!(e.schedule(0).unwrap().admitted.len(), 1);
+    e.submit(gang(1, 1, 4, 50)).unwrap();
+    e
+}
+
+#[test]
+fn gangs_behind_the_last_shape_that_could_fit_read_their_own_failure() {
+    let mut e = busy();
+    for id in 2..=9 {
+        e.submit(gang(id, 1, 2, 5)).unwrap();
+    }
+    let cycle = e.schedule(1).unwrap();
+    assert!(cycle.admitted.is_empty());
+    assert_eq!(cycle.reservation.map(|r| (r.holder, r.at)), Some((GangId(1), 100)));
+    let changed = e.take_changed();
+    for id in 2..=9 {
+        let status = e.pending_status(GangId(id)).unwrap();
+        assert!(
+            matches!(status.reason, PendingReason::Capacity { requested, .. } if requested.gpus == 16),
+            "gang {id}: {status:?}"
+        );
+        assert!(changed.contains(&GangId(id)), "gang {id} must be reported as changed");
+    }
+    e.finish(GangId(0), 100).unwrap();
+    let started: Vec<u64> = e.schedule(100).unwrap().admitted.iter().map(|a| a.id.0).collect();
+    assert_eq!(started, vec![1], "the reservation holder starts first");
+}
+
+#[test]
+fn gangs_refused_by_the_reservation_read_it_but_a_short_one_behind_them_still_starts() {
+    let mut e = busy();
+    // They fit on the free host but would hold it past 100, when gang 1 needs it.
+    for id in 2..=9 {
+        e.submit(gang(id, 1, 1, 1000)).unwrap();
+    }
+    // The same shape, ending before the reservation: it must not be cut off.
+    e.submit(gang(10, 2, 1, 10)).unwrap();
+    let cycle = e.schedule(2).unwrap();
+    assert_eq!(cycle.admitted.iter().map(|a| (a.id.0, a.backfilled)).collect::<Vec<_>>(), vec![(10, true)]);
+    for id in 2..=9 {
+        assert_eq!(
+            e.pending_status(GangId(id)).unwrap().reason,
+            PendingReason::Reservation { holder: GangId(1), at: 100 },
+            "gang {id}"
+        );
+    }
+}
+
+#[test]
+fn long_gangs_all_refused_stop_the_cycle_with_the_reservation_as_their_reason() {
+    let mut e = busy();
+    for id in 2..=9 {
+        e.submit(gang(id, 1, 1, 1000 + id)).unwrap();
+    }
+    let cycle = e.schedule(2).unwrap();
+    assert!(cycle.admitted.is_empty());
+    let changed = e.take_changed();
+    for id in 2..=9 {
+        assert_eq!(
+            e.pending_status(GangId(id)).unwrap().reason,
+            PendingReason::Reservation { holder: GangId(1), at: 100 },
+            "gang {id}"
+        );
+        assert!(changed.contains(&GangId(id)), "gang {id}");
+    }
+    // A new gang arriving after the cycle reads its own status, not the last cycle's blanket.
+    e.submit(gang(11, 3, 1, 1)).unwrap();
+    assert_eq!(e.pending_status(GangId(11)).unwrap().reason, PendingReason::NotYetScheduled);
+}
