@@ -158,10 +158,11 @@ fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: Backfill
     }
     let rate = admitted as f64 / decide.as_secs_f64();
     println!(
-        "{label:<34} {admitted:>7} admissions in {cycles:>5} cycles, decide {:>7.2} s: {rate:>8.0} admissions/s ({:.2}x of 2,000/s); worst cycle {:.1} ms; {preempted} preemptions; submit {:.2} s",
+        "{label:<34} {admitted:>7} admissions in {cycles:>5} cycles, decide {:>7.2} s: {rate:>8.0} admissions/s ({:.2}x of 2,000/s); worst cycle {:.1} ms; {preempted} preemptions; {} gangs looked at per cycle; submit {:.2} s",
         decide.as_secs_f64(),
         rate / 2000.0,
         worst.as_secs_f64() * 1e3,
+        engine.visits() / cycles as u64,
         submit_time.as_secs_f64(),
     );
 }

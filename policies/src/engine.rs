@@ -115,6 +115,8 @@ pub struct Engine {
     pub(crate) failed_at: HashMap<Demand, (u64, Arc<PlacementFailure>), FastHash>,
     pub(crate) arrivals: u64,
     pub(crate) cycle: u64,
+    /// Pending gangs looked at by all cycles so far.
+    visits: u64,
     last_now: u64,
     pub(crate) blanket: Option<crate::blanket::Blanket>,
     /// Something changed that a cycle must look at (a gang came, went or stopped, capacity or
@@ -193,6 +195,7 @@ impl Engine {
             failed_at: HashMap::default(),
             arrivals: 0,
             cycle: 0,
+            visits: 0,
             last_now: 0,
             blanket: None,
             dirty: true,
@@ -266,6 +269,12 @@ impl Engine {
         self.pending_by_size.first().map(|k| &self.gangs[&k.4].request.shape)
     }
 
+    /// Pending gangs looked at by all cycles so far: what the decide step's cost follows
+    /// (a cycle stops once nothing left in it could start).
+    pub fn visits(&self) -> u64 {
+        self.visits
+    }
+
     /// Whether the last [`Engine::schedule`] ran a full cycle (something had changed or was due).
     pub fn cycle_ran(&self) -> bool {
         self.ran
@@ -327,6 +336,7 @@ impl Engine {
         self.pending.open_cycle();
         let mut order = Order::new(&self.pending, self.fair.is_some());
         while let Some((key, id)) = order.next(&self.pending, |q| self.share(q)) {
+            self.visits += 1;
             if self.visit(&mut walk, key, id, now)? == Step::Stop {
                 break;
             }

@@ -11,6 +11,7 @@ use trainyard_topology::{Demand, PlacementFailure};
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::blanket::{Blanket, ShapeFailures, Unstartable};
 use crate::engine::{GangRecord, OrderKey};
+use crate::gang_map::FastHash;
 use crate::quota_tree::{QueueIdx, QuotaBlock};
 use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Result};
 
@@ -25,6 +26,9 @@ pub(crate) struct Walk {
     pub(crate) reservation: Option<ReservationPlan>,
     /// Quota set aside for gangs blocked by quota while a reservation stands.
     pub(crate) holds: Holds,
+    /// Requests no gang had tried yet that a probe found room for, with the number of gangs
+    /// admitted then (while none starts, they still fit).
+    pub(crate) probed: HashMap<Demand, usize, FastHash>,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -37,10 +41,14 @@ impl Walk {
             blocked_queues: BTreeMap::new(),
             reservation: None,
             holds: Holds::default(),
+            probed: HashMap::default(),
             cycle,
         }
     }
 }
+
+/// Requests probed per check of whether anything left in a cycle can start.
+const MAX_PROBES: usize = 4;
 
 /// Whether the walk goes on to the next gang.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -248,15 +256,42 @@ impl Engine {
 
     /// Whether no gang left in this cycle can start: a reservation stands (so nothing is freed
     /// by preemption before the cycle ends, and free capacity only shrinks), and every request
-    /// still waiting either did not fit or found no room around the reservation while all its
+    /// still waiting either does not fit or found no room around the reservation while all its
     /// gangs would run past it. The rest of the walk would admit nothing, so the cycle stops
     /// here: its cost follows the kinds of gangs waiting, not their number.
-    fn nothing_left_starts(&self, walk: &Walk, now: u64) -> bool {
+    ///
+    /// A request none of whose gangs reached placement yet (all blocked by quota so far, say)
+    /// is probed: if it does not fit either, it is settled like one that was tried. At most
+    /// [`MAX_PROBES`] are probed per check, so a check costs a few placements at most.
+    fn nothing_left_starts(&mut self, walk: &mut Walk, now: u64) -> bool {
         let Some(reservation) = &walk.reservation else { return false };
-        self.pending_by_request.requests().all(|(demand, shortest)| {
-            walk.failed_shapes.contains_key(demand)
-                || (reservation.refused.contains(demand) && now.saturating_add(shortest) > reservation.at)
-        })
+        let admitted = walk.cycle.admitted.len();
+        let mut untried: Vec<Demand> = Vec::new();
+        for (demand, shortest) in self.pending_by_request.requests() {
+            let settled = walk.failed_shapes.contains_key(demand)
+                || (reservation.refused.contains(demand) && now.saturating_add(shortest) > reservation.at);
+            if settled {
+                continue;
+            }
+            if walk.probed.get(demand) == Some(&admitted) || untried.len() == MAX_PROBES {
+                return false;
+            }
+            untried.push(demand.clone());
+        }
+        for demand in untried {
+            match self.cluster.place_demand(&demand) {
+                Ok(_) => {
+                    walk.probed.insert(demand, admitted);
+                    return false;
+                }
+                Err(failure) => {
+                    let failure = Arc::new(failure);
+                    self.failed_at.insert(demand.clone(), (self.cluster.epoch(), Arc::clone(&failure)));
+                    walk.failed_shapes.insert(demand, failure);
+                }
+            }
+        }
+        true
     }
 
     /// Ends the walk because nothing left starts; the gangs it did not reach read why.
