@@ -36,8 +36,6 @@ impl Engine {
         let Some(placement) = self.cluster.recorded_placement(&sets, hosts) else {
             return Err(Error::BadRecord { id, message: "no hosts recorded".to_string() });
         };
-        let key = self.order_key(id);
-        self.pending.remove(&key);
         self.cluster.charge_placement(&placement);
         self.run(id, &placement, start);
         self.refresh_lost(id, now.max(start));

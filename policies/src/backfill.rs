@@ -93,7 +93,7 @@ impl Holds {
         }
         let want = engine.gangs[&holder].total;
         // Replays expected ends on the quota tree (undone after) until the holder's quota admits it.
-        let (gangs, ends) = (&engine.gangs, &engine.running_by_end);
+        let (gangs, ends) = (&engine.gangs, engine.gangs.running_by_end());
         let refunds = ends.iter().map(|&(_, id)| (gangs[&id].queue, gangs[&id].total));
         let hold = engine.quotas.replay_refunds(refunds, |quota| {
             quota.check(queue, want).is_ok().then(|| quota.available(queue).gpus.saturating_sub(want.gpus))
@@ -128,7 +128,7 @@ impl Engine {
         let mut fits = fit_pod.map_or(u64::MAX, |pod| self.cluster.fit_count(&pod));
         let txn = self.cluster.begin();
         let mut found = None;
-        let mut ends = self.running_by_end.iter().peekable();
+        let mut ends = self.gangs.running_by_end().iter().peekable();
         while let Some(&(end, id)) = ends.next() {
             let gang = &self.gangs[&id];
             if let GangState::Running { placement, .. } = &gang.state {

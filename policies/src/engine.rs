@@ -8,7 +8,7 @@
 
 use crate::gang_map::FastHash;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use trainyard_topology::{Cluster, Demand, GangShape, HostId, Placement, PlacementFailure, Resources};
@@ -75,13 +75,6 @@ pub struct FairSharing {
     pub half_life_s: Option<u64>,
 }
 
-/// Size order of pending gangs: fewest GPUs, smallest pod, higher priority, earlier submission.
-type SizeKey = (u64, Resources, Reverse<i32>, u64, GangId);
-
-pub(crate) fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
-    (request.shape.total().gpus, request.shape.largest_pod(), Reverse(request.priority), request.submit, id)
-}
-
 /// Pending order: higher priority first, then earlier submission, then the caller's tie-breaker,
 /// then arrival order.
 pub(crate) type OrderKey = (Reverse<i32>, u64, u64, u64);
@@ -96,14 +89,8 @@ pub struct Engine {
     /// matches no host, so its gangs are reported as never fitting).
     pub(crate) flavor_of: BTreeMap<String, u16>,
     pub(crate) fair_share: FairShare,
-    pub(crate) gangs: crate::gang_map::GangMap,
-    pub(crate) pending: crate::pending::Pending,
-    pub(crate) pending_without_gpus: usize,
-    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
-    pub(crate) pending_by_size: BTreeSet<SizeKey>,
-    pub(crate) running_by_end: BTreeSet<(u64, GangId)>,
-    /// Running gangs of each queue by priority, lowest first: the preemption candidates.
-    pub(crate) running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
+    /// The gangs, and every index over them.
+    pub(crate) gangs: crate::table::GangTable,
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
     pub(crate) fair: Option<FairSharing>,
@@ -128,14 +115,8 @@ pub struct Engine {
     ran: bool,
     /// Gangs whose decision may have changed since the caller last asked (sorted when taken).
     pub(crate) changed: crate::gang_map::GangSet,
-    /// Pending gangs waiting out a backoff, by the time they may start.
-    pub(crate) backoffs: BTreeSet<(u64, GangId)>,
-    /// Running gangs with pods on each host (looked up only).
-    pub(crate) on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
     /// Running gangs with lost hosts, each with when it was lost.
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
-    /// Pending gangs by what they ask of the cluster.
-    pub(crate) pending_by_request: crate::by_request::ByRequest,
     /// The cluster generation pending gangs were last checked against the empty cluster for.
     pruned_generation: u64,
 }
@@ -181,12 +162,7 @@ impl Engine {
             quotas,
             flavor_of: BTreeMap::new(),
             fair_share,
-            gangs: crate::gang_map::GangMap::default(),
-            pending: crate::pending::Pending::default(),
-            pending_without_gpus: 0,
-            pending_by_size: BTreeSet::new(),
-            running_by_end: BTreeSet::new(),
-            running_by_queue: BTreeMap::new(),
+            gangs: crate::table::GangTable::default(),
             preemption: PreemptionRules::default(),
             lifecycle: LifecycleRules::default(),
             fair,
@@ -202,10 +178,7 @@ impl Engine {
             last_full: None,
             ran: false,
             changed: crate::gang_map::GangSet::default(),
-            backoffs: BTreeSet::new(),
-            on_host: HashMap::default(),
             lost: BTreeMap::new(),
-            pending_by_request: crate::by_request::ByRequest::default(),
             pruned_generation: 0,
         };
         engine.pruned_generation = engine.cluster.generation();
@@ -248,17 +221,17 @@ impl Engine {
 
     /// Number of gangs waiting.
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.gangs.pending().len()
     }
 
     /// Number of gangs running.
     pub fn running_len(&self) -> usize {
-        self.running_by_end.len()
+        self.gangs.running_by_end().len()
     }
 
     /// Pending gangs in scheduling order.
     pub fn pending(&self) -> impl Iterator<Item = GangId> + '_ {
-        self.pending.ids()
+        self.gangs.pending().ids()
     }
 
     /// The smallest pending gang that asks for GPUs: fewest GPUs in total, then the smallest
@@ -266,7 +239,7 @@ impl Engine {
     /// skipped because no free GPU can be unusable to them. Kept in order as gangs come and
     /// go, so asking after every cycle costs nothing.
     pub fn smallest_pending_gpu_gang(&self) -> Option<&GangShape> {
-        self.pending_by_size.first().map(|k| &self.gangs[&k.4].request.shape)
+        self.gangs.smallest_pending().map(|id| &self.gangs[&id].request.shape)
     }
 
     /// Pending gangs looked at by all cycles so far: what the decide step's cost follows
@@ -290,7 +263,7 @@ impl Engine {
 
     /// Running gangs with their placement and start time, by id.
     pub fn running(&self) -> impl Iterator<Item = (GangId, &Placement, u64)> + '_ {
-        crate::gang_map::ids(&self.gangs).into_iter().filter_map(|id| match &self.gangs[&id].state {
+        self.gangs.ids().into_iter().filter_map(|id| match &self.gangs[&id].state {
             GangState::Running { placement, start, .. } => Some((id, placement, *start)),
             GangState::Pending { .. } => None,
         })
@@ -320,9 +293,7 @@ impl Engine {
         self.dirty = false;
         self.ran = true;
         self.last_full = Some(now);
-        while self.backoffs.first().is_some_and(|&(t, _)| t <= now) {
-            self.backoffs.pop_first();
-        }
+        self.gangs.expire_backoffs(now);
         let epoch = self.cluster.epoch();
         self.failed_at.retain(|_, (e, _)| *e == epoch);
         if self.cluster.generation() != self.pruned_generation {
@@ -333,21 +304,22 @@ impl Engine {
         let blanket_before = self.blanket.take();
         let mut walk = Walk::new(self.config.backfill, cycle);
         self.advance_history(now);
-        self.pending.open_cycle();
-        let mut order = Order::new(&self.pending, self.fair.is_some());
-        while let Some((key, id)) = order.next(&self.pending, |q| self.share(q)) {
+        self.gangs.pending_cycle().open_cycle();
+        let mut order = Order::new(self.gangs.pending(), self.fair.is_some());
+        while let Some((_, id)) = order.next(self.gangs.pending(), |q| self.share(q)) {
             self.visits += 1;
-            if self.visit(&mut walk, key, id, now)? == Step::Stop {
+            if self.visit(&mut walk, id, now)? == Step::Stop {
                 break;
             }
         }
-        self.pending.close_cycle();
+        self.gangs.pending_cycle().close_cycle();
         let Walk { mut cycle, reservation, .. } = walk;
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
             // Gangs the cycle did not reach now read another blanket reason.
             let stale: Vec<GangId> = self
-                .pending
+                .gangs
+                .pending()
                 .ids()
                 .filter(|id| matches!(self.gangs[id].state, GangState::Pending { cycle, .. } if cycle < self.cycle))
                 .collect();
@@ -360,7 +332,7 @@ impl Engine {
     /// When a cycle next has something to do though nothing changed: a backoff ends, a lost
     /// host's grace runs out, or (with a decaying fair-share history) the periodic resync.
     fn due(&self) -> Option<u64> {
-        let backoff = self.backoffs.first().map(|&(t, _)| t);
+        let backoff = self.gangs.next_backoff();
         let resync = self.fair.and_then(|f| f.half_life_s).and(self.last_full).map(|t| t + RESYNC_S);
         [backoff, resync, self.lost_due()].into_iter().flatten().min()
     }
@@ -368,11 +340,11 @@ impl Engine {
     /// Takes out the pending gangs that the cluster as it stands cannot hold even empty: one
     /// look per distinct request, so the cost follows the kinds of gangs waiting, not their number.
     fn prune_never_fits(&mut self) -> Result<Vec<(GangId, crate::Unschedulable)>> {
-        let requests: Vec<Demand> = self.pending_by_request.requests().map(|(d, _)| d.clone()).collect();
+        let requests: Vec<Demand> = self.gangs.by_request().requests().map(|(d, _)| d.clone()).collect();
         let mut out: BTreeMap<GangId, crate::Unschedulable> = BTreeMap::new();
         for request in requests {
             if let Some(failure) = self.never_fits(&request) {
-                for id in self.pending_by_request.ids(&request) {
+                for id in self.gangs.by_request().ids(&request) {
                     out.insert(id, crate::Unschedulable::NeverFits(failure.clone().into()));
                 }
             }

@@ -119,7 +119,7 @@ impl Engine {
         }
         let mut cluster = self.cluster.clone();
         if cluster.place_demand(&request).is_err() {
-            let running: Vec<(u64, GangId)> = self.running_by_end.iter().copied().collect();
+            let running: Vec<(u64, GangId)> = self.gangs.running_by_end().iter().copied().collect();
             let txn = cluster.begin();
             for (i, &(end, other)) in running.iter().enumerate() {
                 let g = &self.gangs[&other];
@@ -133,7 +133,8 @@ impl Engine {
             }
             cluster.rollback(txn);
             let candidates: Vec<Candidate> = self
-                .running_by_end
+                .gangs
+                .running_by_end()
                 .iter()
                 .filter_map(|&(_, other)| match &self.gangs[&other].state {
                     GangState::Running { placement, .. } => Some(Candidate {

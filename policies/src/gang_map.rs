@@ -58,10 +58,3 @@ pub(crate) type GangSet = std::collections::HashSet<GangId, FastHash>;
 
 /// Gang records keyed by id.
 pub(crate) type GangMap = HashMap<GangId, GangRecord, FastHash>;
-
-/// The ids of `gangs`, sorted: the order any decision-bearing walk over every gang takes.
-pub(crate) fn ids(gangs: &GangMap) -> Vec<GangId> {
-    let mut ids: Vec<GangId> = gangs.keys().copied().collect();
-    ids.sort_unstable();
-    ids
-}

@@ -1,12 +1,11 @@
-//! The engine's gang table: gangs enter (submit), start, stop and leave, and every index over
-//! them (pending order, sizes, running by end and by queue, gangs per host, eligibility classes)
-//! changes in the same call, so the indexes never disagree with the table.
-
-use std::cmp::Reverse;
+//! How gangs enter (submit), start, stop and leave the engine: each step checks what the
+//! engine needs (shape, queue, quota ceiling, a fit on the empty cluster), charges or frees
+//! the cluster and the quotas, and moves the gang through the table (`table.rs`), which keeps
+//! every index over the gangs in step.
 
 use trainyard_topology::{Demand, HostId, Placement};
 
-use crate::engine::{GangRecord, GangState, OrderKey, size_key};
+use crate::engine::{GangRecord, GangState};
 use crate::{Engine, Error, GangId, GangRequest, PendingReason, PendingStatus, Result, Submitted, Unschedulable};
 
 impl Engine {
@@ -62,36 +61,25 @@ impl Engine {
         let total = shape.total();
         let estimate = request.runtime_estimate.unwrap_or(self.config.default_runtime_estimate_s).max(1);
         let arrival = self.arrivals;
-        let key = (Reverse(request.priority), request.submit, request.order, arrival);
         self.arrivals += 1;
-        self.pending.insert(key, request.id, queue);
-        if gpus == 0 {
-            self.pending_without_gpus += 1;
-        } else {
-            self.pending_by_size.insert(size_key(request.id, &request));
-        }
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         let id = request.id;
-        self.pending_by_request.insert(&demand, id, estimate);
-        self.gangs.insert(
-            id,
-            GangRecord {
-                request,
-                queue,
-                demand,
-                total,
-                gpus,
-                estimate,
-                state: GangState::Pending { status, cycle: self.cycle },
-                arrival,
-                preempted_by: None,
-                ready: false,
-                unready_attempts: 0,
-                not_before: 0,
-                quota_limit: None,
-                quota_reason: None,
-            },
-        );
+        self.gangs.enqueue(GangRecord {
+            request,
+            queue,
+            demand,
+            total,
+            gpus,
+            estimate,
+            state: GangState::Pending { status, cycle: self.cycle },
+            arrival,
+            preempted_by: None,
+            ready: false,
+            unready_attempts: 0,
+            not_before: 0,
+            quota_limit: None,
+            quota_reason: None,
+        });
         self.touch(id);
         self.dirty = true;
         Ok(Submitted::Queued)
@@ -131,13 +119,8 @@ impl Engine {
         self.advance(now)?;
         // Usage changes now: account for what it was until now first.
         self.advance_history(now);
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        let GangState::Running { placement, .. } = &gang.state else {
-            return Err(Error::NotRunning(id));
-        };
-        let placement = placement.clone();
-        self.stop_running(id, &placement)?;
-        let gang = self.gangs.remove(&id).expect("checked above");
+        self.stop_running(id)?;
+        let gang = self.gangs.remove(id).expect("stopped above");
         self.cluster.release_class(gang.demand.hosts());
         self.cluster.reap();
         self.dirty = true;
@@ -150,71 +133,31 @@ impl Engine {
         if !matches!(gang.state, GangState::Pending { .. }) {
             return Err(Error::UnknownGang(id));
         }
-        let key = self.order_key(id);
-        self.pending.remove(&key);
-        self.leave_pending(id);
-        let gang = self.gangs.remove(&id).expect("checked above");
+        let gang = self.gangs.remove(id).expect("checked above");
         self.cluster.release_class(gang.demand.hosts());
         self.dirty = true;
         Ok(())
     }
 
-    /// The pending-order key of a gang (whether or not it is pending now).
-    pub(crate) fn order_key(&self, id: GangId) -> OrderKey {
-        let g = &self.gangs[&id];
-        (Reverse(g.request.priority), g.request.submit, g.request.order, g.arrival)
-    }
-
-    /// Drops a gang that leaves the pending state from the size indexes.
-    fn leave_pending(&mut self, id: GangId) {
-        let gang = &self.gangs[&id];
-        if gang.gpus == 0 {
-            self.pending_without_gpus -= 1;
-        } else {
-            self.pending_by_size.remove(&size_key(id, &gang.request));
-        }
-        self.backoffs.remove(&(gang.not_before, id));
-        self.pending_by_request.remove(&gang.demand, id, gang.estimate);
-    }
-
-    /// Releases a running gang's hosts and quota and drops it from the running indexes; the
-    /// caller decides what becomes of it.
-    fn stop_running(&mut self, id: GangId, placement: &Placement) -> Result<()> {
-        let gang = &self.gangs[&id];
-        let (queue, total, priority) = (gang.queue, gang.total, gang.request.priority);
-        let GangState::Running { expected_end, .. } = gang.state else { return Err(Error::NotRunning(id)) };
+    /// Releases a running gang's hosts and quota and takes it out of the running indices;
+    /// the caller requeues or removes it. Returns its placement and start.
+    fn stop_running(&mut self, id: GangId) -> Result<(Placement, u64)> {
+        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
+        let GangState::Running { placement, .. } = &gang.state else { return Err(Error::NotRunning(id)) };
         self.cluster.release_placement(placement)?;
-        self.quotas.refund(queue, total);
-        self.running_by_end.remove(&(expected_end, id));
-        if let Some(set) = self.running_by_queue.get_mut(&queue) {
-            set.remove(&(priority, id));
-        }
-        self.index_hosts(id, placement, false);
+        self.quotas.refund(gang.queue, gang.total);
         self.lost.remove(&id);
-        Ok(())
+        Ok(self.gangs.stop(id).expect("running, checked above"))
     }
 
     /// Stops a running gang without ending it: frees its capacity and quota and puts it back
-    /// into the pending order in its old place. Returns when it had started. The caller sets
-    /// its pending state.
+    /// into the pending order in its old place, not yet scheduled. Returns when it had started.
     pub(crate) fn unrun(&mut self, id: GangId, now: u64) -> Result<u64> {
         // Usage changes now: account for what it was until now first.
         self.advance_history(now);
-        let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        let GangState::Running { placement, start, .. } = &gang.state else {
-            return Err(Error::NotRunning(id));
-        };
-        let (placement, start) = (placement.clone(), *start);
-        self.stop_running(id, &placement)?;
-        let key = self.order_key(id);
-        self.pending.insert(key, id, self.gangs[&id].queue);
-        let gang = &self.gangs[&id];
-        self.pending_by_request.insert(&gang.demand, id, gang.estimate);
-        if gang.gpus == 0 {
-            self.pending_without_gpus += 1;
-        } else {
-            self.pending_by_size.insert(size_key(id, &gang.request));
-        }
+        let (_, start) = self.stop_running(id)?;
+        let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
+        self.gangs.requeue(id, status, self.cycle);
         self.touch(id);
         self.dirty = true;
         Ok(start)
@@ -288,7 +231,7 @@ impl Engine {
     }
 
     pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
-        if !self.gangs.contains_key(&id) {
+        if !self.gangs.get(&id).is_some_and(|g| matches!(g.state, GangState::Pending { .. })) {
             return Err(Error::UnknownGang(id));
         }
         self.cluster.allocate_placement(placement)?;
@@ -297,36 +240,18 @@ impl Engine {
         Ok(())
     }
 
-    /// Books a gang as running on `placement` (already charged to the cluster).
+    /// Books a pending gang as running on `placement` (already charged to the cluster).
     pub(crate) fn run(&mut self, id: GangId, placement: &Placement, now: u64) {
-        self.leave_pending(id);
-        let gang = self.gangs.get_mut(&id).expect("the caller checked it");
-        self.quotas.charge(gang.queue, gang.total);
-        let expected_end = now.saturating_add(gang.estimate);
-        gang.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
-        gang.ready = false;
-        self.running_by_end.insert((expected_end, id));
-        self.running_by_queue.entry(gang.queue).or_default().insert((gang.request.priority, id));
-        self.index_hosts(id, placement, true);
-        self.touch(id);
-    }
-
-    /// Adds or drops a running gang in the per-host index.
-    fn index_hosts(&mut self, id: GangId, placement: &Placement, add: bool) {
-        for (host, _) in placement.per_host() {
-            if add {
-                self.on_host.entry(host).or_default().insert(id);
-            } else if let Some(set) = self.on_host.get_mut(&host) {
-                set.remove(&id);
-                if set.is_empty() {
-                    self.on_host.remove(&host);
-                }
-            }
+        if self.gangs.start(id, placement, now).is_none() {
+            return;
         }
+        let gang = &self.gangs[&id];
+        self.quotas.charge(gang.queue, gang.total);
+        self.touch(id);
     }
 
     /// Running gangs with pods on `host`, by id.
     pub fn gangs_on(&self, host: HostId) -> impl Iterator<Item = GangId> + '_ {
-        self.on_host.get(&host).into_iter().flatten().copied()
+        self.gangs.on_host(host)
     }
 }

@@ -33,6 +33,9 @@ mod preempt;
 mod preemption;
 mod quota_tree;
 mod reason;
+mod table;
+#[cfg(test)]
+mod table_tests;
 mod walk;
 
 pub use config::{

@@ -44,7 +44,8 @@ impl Engine {
     /// Running gangs admitted at least the ready timeout ago whose pods are not all ready.
     pub fn overdue(&self, now: u64) -> Vec<GangId> {
         let Some(timeout) = self.lifecycle.ready_timeout_s else { return Vec::new() };
-        crate::gang_map::ids(&self.gangs)
+        self.gangs
+            .ids()
             .into_iter()
             .filter(|id| {
                 let g = &self.gangs[id];
@@ -61,11 +62,10 @@ impl Engine {
         let rules = self.lifecycle;
         let g = self.gangs.get_mut(&id).expect("unrun checked it");
         g.unready_attempts += 1;
-        g.not_before = now + rules.backoff(g.unready_attempts);
-        let reason = PendingReason::Backoff { until: g.not_before, attempts: g.unready_attempts };
+        let until = now + rules.backoff(g.unready_attempts);
+        let reason = PendingReason::Backoff { until, attempts: g.unready_attempts };
         g.state = GangState::Pending { status: PendingStatus { reason, reserved_at: None }, cycle };
-        let until = g.not_before;
-        self.backoffs.insert((until, id));
+        self.gangs.back_off(id, until);
         Ok(until)
     }
 

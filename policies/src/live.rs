@@ -100,19 +100,18 @@ impl Engine {
             config.fair_sharing.enabled.then_some(crate::FairSharing { half_life_s: config.fair_sharing.half_life_s });
         self.apply_settings(&config);
         self.config = config;
-        self.refresh_flavors();
-        let ids: Vec<GangId> = crate::gang_map::ids(&self.gangs);
+        self.flavor_of = crate::engine::flavors_of(&self.config, self.cluster.topology());
         let mut dropped = Vec::new();
-        self.running_by_queue.clear();
-        for id in ids {
+        // In id order: a queue kept for running gangs only gets its index in a fixed order.
+        let mut queue_of: std::collections::HashMap<GangId, crate::quota_tree::QueueIdx> = Default::default();
+        for id in self.gangs.ids() {
             let gang = &self.gangs[&id];
-            let (name, total, priority) = (gang.request.queue.clone(), gang.total, gang.request.priority);
+            let (name, total) = (gang.request.queue.clone(), gang.total);
             match gang.state {
                 GangState::Running { .. } => {
                     let q = self.quotas.keep(&name);
                     self.quotas.charge(q, total);
-                    self.running_by_queue.entry(q).or_default().insert((priority, id));
-                    self.gangs.get_mut(&id).expect("listed").queue = q;
+                    queue_of.insert(id, q);
                 }
                 GangState::Pending { .. } => match self.quotas.resolve(&name) {
                     None => dropped.push((id, Unschedulable::UnknownQueue { queue: name })),
@@ -123,34 +122,33 @@ impl Engine {
                             Unschedulable::ExceedsQuota { queue: name, requested_gpus: total.gpus, nominal_gpus },
                         ));
                     }
-                    Some(q) => self.gangs.get_mut(&id).expect("listed").queue = q,
+                    Some(q) => {
+                        queue_of.insert(id, q);
+                    }
                 },
             }
         }
-        let gangs = &self.gangs;
-        self.pending.refile(|id| gangs[&id].queue);
+        let flavor_of = &self.flavor_of;
+        self.gangs.refile(|g| {
+            let flavor = flavor_of.get(&g.request.queue).copied();
+            (queue_of.get(&g.request.id).copied().unwrap_or(g.queue), g.demand.with_flavor(flavor))
+        });
         for (id, _) in &dropped {
             self.cancel_pending(*id)?;
         }
         self.never_fits.clear();
         self.failed_at.clear();
         self.dirty = true;
-        self.changed.extend(self.pending.ids());
+        self.changed.extend(self.gangs.pending().ids());
         Ok(dropped)
     }
 
-    /// The flavor each queue is bound to, looked up again (a node brought a new flavor, or the
-    /// policy changed), and the pending gangs' requests with it.
+    /// The flavor each queue is bound to, looked up again (a node brought a new flavor), and
+    /// the pending gangs' requests with it.
     fn refresh_flavors(&mut self) {
         self.flavor_of = crate::engine::flavors_of(&self.config, self.cluster.topology());
-        self.pending_by_request.clear();
-        // Any order: each pending gang lands in its own request's set.
-        for (id, gang) in self.gangs.iter_mut() {
-            if matches!(gang.state, GangState::Pending { .. }) {
-                gang.demand = gang.demand.with_flavor(self.flavor_of.get(&gang.request.queue).copied());
-                self.pending_by_request.insert(&gang.demand, *id, gang.estimate);
-            }
-        }
+        let flavor_of = &self.flavor_of;
+        self.gangs.refile(|g| (g.queue, g.demand.with_flavor(flavor_of.get(&g.request.queue).copied())));
     }
 
     /// A running gang moved `from` one host to its new `placement` (the cluster is charged already).
@@ -161,20 +159,7 @@ impl Engine {
                 self.lost.remove(&id);
             }
         }
-        if let Some(set) = self.on_host.get_mut(&from) {
-            set.remove(&id);
-            if set.is_empty() {
-                self.on_host.remove(&from);
-            }
-        }
-        for (h, _) in placement.per_host() {
-            self.on_host.entry(h).or_default().insert(id);
-        }
-        if let Some(gang) = self.gangs.get_mut(&id)
-            && let GangState::Running { placement: p, .. } = &mut gang.state
-        {
-            *p = placement.clone();
-        }
+        self.gangs.moved(id, from, placement);
         self.touch(id);
         self.dirty = true;
     }

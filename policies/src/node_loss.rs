@@ -109,10 +109,7 @@ impl Engine {
     fn requeue_lost(&mut self, id: GangId, hosts: Vec<HostId>, now: u64, cycle: &mut Cycle) -> Result<()> {
         self.unrun(id, now)?;
         // Not again in this cycle: its pods still run until the caller stops them.
-        if let Some(g) = self.gangs.get_mut(&id) {
-            g.not_before = now + 1;
-            self.backoffs.insert((now + 1, id));
-        }
+        self.gangs.back_off(id, now + 1);
         let names = hosts.iter().map(|&h| self.host_label(h)).collect();
         self.set_status(id, PendingReason::NodeLost { hosts: names }, None);
         cycle.requeued.push(NodeLoss { gang: id, hosts });

@@ -60,14 +60,12 @@ impl Engine {
             (gang.queue, gang.request.priority, gang.demand.clone(), gang.preempted_by);
         let total = gang.total;
         let mut victims: Vec<(i32, GangId)> = Vec::new();
-        if rules.within_queue
-            && let Some(running) = self.running_by_queue.get(&queue)
-        {
-            victims.extend(running.range(..(priority, GangId(0))).copied());
+        if rules.within_queue {
+            victims.extend(self.gangs.running_in(queue).take_while(|&(p, _)| p < priority));
         }
         if rules.reclaim && self.within_own_quota(queue, total) {
             for leaf in self.quotas.leaves().filter(|&l| l != queue && self.quotas.over_nominal(l)) {
-                victims.extend(self.running_by_queue.get(&leaf).into_iter().flatten().copied());
+                victims.extend(self.gangs.running_in(leaf));
             }
         }
         let candidates: Vec<Candidate> = victims

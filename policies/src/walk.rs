@@ -10,7 +10,7 @@ use trainyard_topology::{Demand, PlacementFailure};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::blanket::{Blanket, ShapeFailures, Unstartable};
-use crate::engine::{GangRecord, OrderKey};
+use crate::engine::GangRecord;
 use crate::gang_map::FastHash;
 use crate::quota_tree::{QueueIdx, QuotaBlock};
 use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Result};
@@ -59,14 +59,14 @@ pub(crate) enum Step {
 
 impl Engine {
     /// One pending gang's turn in the walk.
-    pub(crate) fn visit(&mut self, walk: &mut Walk, key: OrderKey, id: GangId, now: u64) -> Result<Step> {
+    pub(crate) fn visit(&mut self, walk: &mut Walk, id: GangId, now: u64) -> Result<Step> {
         let free = self.cluster.total_free();
         // A full cluster ends the cycle, except that the head of the line may still
         // preempt its way in.
         let may_preempt = (self.preemption.within_queue || self.preemption.reclaim)
             && walk.reservation.is_none()
             && walk.blocked_queues.is_empty();
-        if walk.mode == BackfillMode::Easy && free.gpus == 0 && self.pending_without_gpus == 0 && !may_preempt {
+        if walk.mode == BackfillMode::Easy && free.gpus == 0 && self.gangs.pending_without_gpus() == 0 && !may_preempt {
             self.blanket = Some(Blanket::ClusterFull(free));
             return Ok(Step::Stop);
         }
@@ -85,7 +85,7 @@ impl Engine {
             return Ok(Step::Next);
         }
         if let Err(block) = self.quotas.check(queue, gang.total) {
-            return self.quota_blocked(walk, key, id, block, now);
+            return self.quota_blocked(walk, id, block, now);
         }
         let request = gang.demand.clone();
         let end = now.saturating_add(gang.estimate);
@@ -106,7 +106,7 @@ impl Engine {
         };
         let placement = match placed {
             Ok(p) => p,
-            Err(failure) => return self.placement_failed(walk, key, id, &request, &failure, was_known, now),
+            Err(failure) => return self.placement_failed(walk, id, &request, &failure, was_known, now),
         };
         let candidate = Candidate { request, queue, gpus, end };
         let refused_before = walk.reservation.as_ref().map_or(0, |r| r.refused.len());
@@ -123,10 +123,9 @@ impl Engine {
                 }
             };
         let backfilled = walk.reservation.is_some() || walk.holds.holds(queue);
+        // It leaves the pending order at once, so a gang preempted later in this cycle is
+        // requeued (and waits for the next), not dropped.
         self.start(id, &placement, now)?;
-        // Removed at once (the loop walks a snapshot), so a gang preempted later in this
-        // cycle is requeued, not dropped.
-        self.pending.remove(&key);
         walk.cycle.admitted.push(Admission { id, placement, backfilled });
         Ok(Step::Next)
     }
@@ -134,19 +133,12 @@ impl Engine {
     /// Quota stage: the gang's queue (or a pool above it) has no room for it now. The head of
     /// the line may take lent quota back; otherwise the gang blocks its queue (strict FIFO),
     /// takes the reservation, or holds quota for it (EASY), and says which limit blocks.
-    fn quota_blocked(
-        &mut self,
-        walk: &mut Walk,
-        key: OrderKey,
-        id: GangId,
-        block: QuotaBlock,
-        now: u64,
-    ) -> Result<Step> {
+    fn quota_blocked(&mut self, walk: &mut Walk, id: GangId, block: QuotaBlock, now: u64) -> Result<Step> {
         let (queue, gpus) = (self.gangs[&id].queue, self.gangs[&id].gpus);
         // The head of the line may take lent quota back from borrowers.
         if walk.reservation.is_none()
             && walk.blocked_queues.is_empty()
-            && self.start_by_preemption(id, key, now, &mut walk.cycle)?
+            && self.start_by_preemption(id, now, &mut walk.cycle)?
         {
             return Ok(Step::Next);
         }
@@ -202,11 +194,9 @@ impl Engine {
     /// Placement stage, when the gang does not fit now: the head of the line may preempt its way
     /// in; otherwise the failure is remembered for the shape, the gang blocks the line (strict
     /// FIFO) or takes the reservation (EASY), and a starving gang lets nobody pass.
-    #[allow(clippy::too_many_arguments)]
     fn placement_failed(
         &mut self,
         walk: &mut Walk,
-        key: OrderKey,
         id: GangId,
         request: &Demand,
         failure: &Arc<PlacementFailure>,
@@ -216,7 +206,7 @@ impl Engine {
         // Only the head of the line preempts: nobody ahead of it is waiting.
         if walk.reservation.is_none()
             && walk.blocked_queues.is_empty()
-            && self.start_by_preemption(id, key, now, &mut walk.cycle)?
+            && self.start_by_preemption(id, now, &mut walk.cycle)?
         {
             return Ok(Step::Next);
         }
@@ -267,7 +257,7 @@ impl Engine {
         let Some(reservation) = &walk.reservation else { return false };
         let admitted = walk.cycle.admitted.len();
         let mut untried: Vec<Demand> = Vec::new();
-        for (demand, shortest) in self.pending_by_request.requests() {
+        for (demand, shortest) in self.gangs.by_request().requests() {
             let settled = walk.failed_shapes.contains_key(demand)
                 || (reservation.refused.contains(demand) && now.saturating_add(shortest) > reservation.at);
             if settled {
@@ -319,10 +309,9 @@ impl Engine {
     }
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.
-    fn start_by_preemption(&mut self, id: GangId, key: OrderKey, now: u64, cycle: &mut Cycle) -> Result<bool> {
+    fn start_by_preemption(&mut self, id: GangId, now: u64, cycle: &mut Cycle) -> Result<bool> {
         let Some(placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
         self.start(id, &placement, now)?;
-        self.pending.remove(&key);
         cycle.admitted.push(Admission { id, placement, backfilled: false });
         Ok(true)
     }

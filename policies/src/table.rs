@@ -1,0 +1,337 @@
+//! The gang table: every gang the engine tracks, with every index over them (the pending
+//! order overall and per queue, pending gangs by size and by request, backoffs, running gangs
+//! by expected end, by queue and by host). A gang changes state only through the table's
+//! transitions (enqueue, start, stop, requeue, remove), each of which updates every index in
+//! the same call, so no caller keeps an index in step by hand and none can disagree with the
+//! records.
+//!
+//! ```text
+//! enqueue ──> pending ──start──> running ──stop──> stopped ──requeue──> pending
+//!               │                                     │
+//!               └───────────── remove <───────────────┘
+//! ```
+//! A stopped gang holds nothing and is in no index: the engine either requeues it (preempted,
+//! unready, lost hosts) or removes it (finished) within the same call.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use trainyard_topology::{Demand, HostId, Placement, Resources};
+
+use crate::by_request::ByRequest;
+use crate::engine::{GangRecord, GangState, OrderKey};
+use crate::gang_map::{FastHash, GangMap};
+use crate::pending::Pending;
+use crate::quota_tree::QueueIdx;
+use crate::{GangId, GangRequest, PendingStatus};
+
+/// Size order of pending gangs: fewest GPUs, smallest pod, higher priority, earlier submission.
+type SizeKey = (u64, Resources, Reverse<i32>, u64, GangId);
+
+fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
+    (request.shape.total().gpus, request.shape.largest_pod(), Reverse(request.priority), request.submit, id)
+}
+
+/// The pending-order key of a gang: higher priority first, then earlier submission, then the
+/// caller's tie-breaker, then arrival order.
+fn order_key(g: &GangRecord) -> OrderKey {
+    (Reverse(g.request.priority), g.request.submit, g.request.order, g.arrival)
+}
+
+/// The gangs and their indices (see the module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct GangTable {
+    gangs: GangMap,
+    pending: Pending,
+    pending_without_gpus: usize,
+    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
+    pending_by_size: BTreeSet<SizeKey>,
+    by_request: ByRequest,
+    /// Pending gangs waiting out a backoff, by the time they may start.
+    backoffs: BTreeSet<(u64, GangId)>,
+    running_by_end: BTreeSet<(u64, GangId)>,
+    /// Running gangs of each queue by priority, lowest first: the preemption candidates.
+    running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
+    /// Running gangs with pods on each host (looked up only).
+    on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
+}
+
+impl std::ops::Index<&GangId> for GangTable {
+    type Output = GangRecord;
+
+    fn index(&self, id: &GangId) -> &GangRecord {
+        &self.gangs[id]
+    }
+}
+
+impl GangTable {
+    pub(crate) fn get(&self, id: &GangId) -> Option<&GangRecord> {
+        self.gangs.get(id)
+    }
+
+    /// A record to read and to update its status and lifecycle fields; what the indices key on
+    /// (whether it is pending or running, its placement, queue, request, demand, estimate,
+    /// arrival and `not_before`) changes only through the transitions.
+    pub(crate) fn get_mut(&mut self, id: &GangId) -> Option<&mut GangRecord> {
+        self.gangs.get_mut(id)
+    }
+
+    pub(crate) fn contains_key(&self, id: &GangId) -> bool {
+        self.gangs.contains_key(id)
+    }
+
+    /// Every gang's id, sorted: the order any decision-bearing walk over all gangs takes.
+    pub(crate) fn ids(&self) -> Vec<GangId> {
+        let mut ids: Vec<GangId> = self.gangs.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// The pending order.
+    pub(crate) fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// The pending order, to open and close a cycle on it.
+    pub(crate) fn pending_cycle(&mut self) -> &mut Pending {
+        &mut self.pending
+    }
+
+    pub(crate) fn pending_without_gpus(&self) -> usize {
+        self.pending_without_gpus
+    }
+
+    /// The smallest pending gang that asks for GPUs.
+    pub(crate) fn smallest_pending(&self) -> Option<GangId> {
+        self.pending_by_size.first().map(|k| k.4)
+    }
+
+    /// Pending gangs by request.
+    pub(crate) fn by_request(&self) -> &ByRequest {
+        &self.by_request
+    }
+
+    /// Running gangs by expected end.
+    pub(crate) fn running_by_end(&self) -> &BTreeSet<(u64, GangId)> {
+        &self.running_by_end
+    }
+
+    /// Running gangs of `queue`, lowest priority first.
+    pub(crate) fn running_in(&self, queue: QueueIdx) -> impl Iterator<Item = (i32, GangId)> + '_ {
+        self.running_by_queue.get(&queue).into_iter().flatten().copied()
+    }
+
+    /// Running gangs with pods on `host`, by id.
+    pub(crate) fn on_host(&self, host: HostId) -> impl Iterator<Item = GangId> + '_ {
+        self.on_host.get(&host).into_iter().flatten().copied()
+    }
+
+    /// When the first backoff ends.
+    pub(crate) fn next_backoff(&self) -> Option<u64> {
+        self.backoffs.first().map(|&(t, _)| t)
+    }
+
+    /// Forgets backoffs that ended by `now` (the gangs' `not_before` says the same).
+    pub(crate) fn expire_backoffs(&mut self, now: u64) {
+        while self.backoffs.first().is_some_and(|&(t, _)| t <= now) {
+            self.backoffs.pop_first();
+        }
+    }
+
+    /// Takes a new gang in as pending (its state must be pending).
+    pub(crate) fn enqueue(&mut self, record: GangRecord) {
+        debug_assert!(matches!(record.state, GangState::Pending { .. }));
+        let id = record.request.id;
+        self.pending.insert(order_key(&record), id, record.queue);
+        self.index_pending(id, &record, true);
+        self.gangs.insert(id, record);
+    }
+
+    /// A pending gang starts on `placement` at `now`: it leaves the pending order and indices
+    /// and enters the running ones. Returns its expected end, or `None` if it is not pending.
+    pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Option<u64> {
+        let record = self.gangs.get(&id).filter(|g| matches!(g.state, GangState::Pending { .. }))?;
+        self.pending.remove(&order_key(record));
+        let record = self.gangs.remove(&id).expect("looked up above");
+        self.index_pending(id, &record, false);
+        let mut record = record;
+        let expected_end = now.saturating_add(record.estimate);
+        record.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
+        record.ready = false;
+        self.running_by_end.insert((expected_end, id));
+        self.running_by_queue.entry(record.queue).or_default().insert((record.request.priority, id));
+        self.index_hosts(id, placement, true);
+        self.gangs.insert(id, record);
+        Some(expected_end)
+    }
+
+    /// A running gang stops holding anything: it leaves the running indices and is returned
+    /// with its placement and start; the caller requeues or removes it.
+    pub(crate) fn stop(&mut self, id: GangId) -> Option<(Placement, u64)> {
+        let record = self.gangs.get(&id)?;
+        let GangState::Running { placement, start, expected_end } = &record.state else { return None };
+        let (placement, start, expected_end) = (placement.clone(), *start, *expected_end);
+        let (queue, priority) = (record.queue, record.request.priority);
+        self.running_by_end.remove(&(expected_end, id));
+        if let Some(set) = self.running_by_queue.get_mut(&queue) {
+            set.remove(&(priority, id));
+            if set.is_empty() {
+                self.running_by_queue.remove(&queue);
+            }
+        }
+        self.index_hosts(id, &placement, false);
+        Some((placement, start))
+    }
+
+    /// A stopped gang waits again, in its old place in the order, with `status` as of `cycle`.
+    pub(crate) fn requeue(&mut self, id: GangId, status: PendingStatus, cycle: u64) {
+        let Some(record) = self.gangs.get_mut(&id) else { return };
+        record.state = GangState::Pending { status, cycle };
+        let record = &self.gangs[&id];
+        self.pending.insert(order_key(record), id, record.queue);
+        let record = self.gangs.remove(&id).expect("looked up above");
+        self.index_pending(id, &record, true);
+        self.gangs.insert(id, record);
+    }
+
+    /// A pending or stopped gang leaves the table.
+    pub(crate) fn remove(&mut self, id: GangId) -> Option<GangRecord> {
+        let record = self.gangs.remove(&id)?;
+        if matches!(record.state, GangState::Pending { .. }) {
+            self.pending.remove(&order_key(&record));
+            self.index_pending(id, &record, false);
+        }
+        Some(record)
+    }
+
+    /// A pending gang may not start before `until`.
+    pub(crate) fn back_off(&mut self, id: GangId, until: u64) {
+        let Some(record) = self.gangs.get_mut(&id) else { return };
+        self.backoffs.remove(&(record.not_before, id));
+        record.not_before = until;
+        self.backoffs.insert((until, id));
+    }
+
+    /// A running gang moved its pods off `from` onto `placement`.
+    pub(crate) fn moved(&mut self, id: GangId, from: HostId, placement: &Placement) {
+        let Some(record) = self.gangs.get_mut(&id) else { return };
+        let GangState::Running { placement: p, .. } = &mut record.state else { return };
+        *p = placement.clone();
+        if let Some(set) = self.on_host.get_mut(&from) {
+            set.remove(&id);
+            if set.is_empty() {
+                self.on_host.remove(&from);
+            }
+        }
+        for (h, _) in placement.per_host() {
+            self.on_host.entry(h).or_default().insert(id);
+        }
+    }
+
+    /// Gives every gang the queue and demand `resolve` says (the policy or the cluster's
+    /// flavors changed) and files it again under them.
+    pub(crate) fn refile(&mut self, mut resolve: impl FnMut(&GangRecord) -> (QueueIdx, Demand)) {
+        self.by_request.clear();
+        self.running_by_queue.clear();
+        // Any order: each gang lands in its own queue's and request's sets.
+        for (id, gang) in self.gangs.iter_mut() {
+            let (queue, demand) = resolve(gang);
+            gang.queue = queue;
+            match gang.state {
+                GangState::Pending { .. } => {
+                    gang.demand = demand;
+                    self.by_request.insert(&gang.demand, *id, gang.estimate);
+                }
+                GangState::Running { .. } => {
+                    self.running_by_queue.entry(queue).or_default().insert((gang.request.priority, *id));
+                }
+            }
+        }
+        let gangs = &self.gangs;
+        self.pending.refile(|id| gangs[&id].queue);
+    }
+
+    fn index_pending(&mut self, id: GangId, record: &GangRecord, add: bool) {
+        if add {
+            if record.gpus == 0 {
+                self.pending_without_gpus += 1;
+            } else {
+                self.pending_by_size.insert(size_key(id, &record.request));
+            }
+            self.by_request.insert(&record.demand, id, record.estimate);
+        } else {
+            if record.gpus == 0 {
+                self.pending_without_gpus -= 1;
+            } else {
+                self.pending_by_size.remove(&size_key(id, &record.request));
+            }
+            self.by_request.remove(&record.demand, id, record.estimate);
+            self.backoffs.remove(&(record.not_before, id));
+        }
+    }
+
+    fn index_hosts(&mut self, id: GangId, placement: &Placement, add: bool) {
+        for (host, _) in placement.per_host() {
+            if add {
+                self.on_host.entry(host).or_default().insert(id);
+            } else if let Some(set) = self.on_host.get_mut(&host) {
+                set.remove(&id);
+                if set.is_empty() {
+                    self.on_host.remove(&host);
+                }
+            }
+        }
+    }
+
+    /// Every index agrees with the records (for tests): each pending gang is in the pending
+    /// order and pending indices once, each running gang in the running ones, nothing else.
+    #[cfg(test)]
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let mut pending = 0;
+        let (mut without_gpus, mut running) = (0, 0);
+        for (id, g) in &self.gangs {
+            match &g.state {
+                GangState::Pending { .. } => {
+                    pending += 1;
+                    if g.gpus == 0 {
+                        without_gpus += 1;
+                    } else if !self.pending_by_size.contains(&size_key(*id, &g.request)) {
+                        return Err(format!("pending gang {id:?} missing from the size index"));
+                    }
+                    if !self.by_request.ids(&g.demand).any(|x| x == *id) {
+                        return Err(format!("pending gang {id:?} missing from the request index"));
+                    }
+                }
+                GangState::Running { placement, expected_end, .. } => {
+                    running += 1;
+                    if !self.running_by_end.contains(&(*expected_end, *id)) {
+                        return Err(format!("running gang {id:?} missing from the end index"));
+                    }
+                    if !self.running_in(g.queue).any(|(_, x)| x == *id) {
+                        return Err(format!("running gang {id:?} missing from its queue's index"));
+                    }
+                    if placement.per_host().iter().any(|&(h, _)| !self.on_host(h).any(|x| x == *id)) {
+                        return Err(format!("running gang {id:?} missing from a host's index"));
+                    }
+                }
+            }
+        }
+        let by_queue: usize = self.running_by_queue.values().map(BTreeSet::len).sum();
+        let on_hosts = self.on_host.values().flatten().collect::<BTreeSet<_>>().len();
+        let checks = [
+            (self.pending.len(), pending, "pending order"),
+            (self.pending_without_gpus + self.pending_by_size.len(), pending, "pending sizes"),
+            (self.pending_without_gpus, without_gpus, "pending gangs without GPUs"),
+            (self.by_request.requests().map(|(d, _)| self.by_request.ids(d).count()).sum(), pending, "requests"),
+            (self.running_by_end.len(), running, "running by end"),
+            (by_queue, running, "running by queue"),
+            (on_hosts, running, "running by host"),
+        ];
+        for (indexed, actual, what) in checks {
+            if indexed != actual {
+                return Err(format!("{what}: {indexed} indexed, {actual} gangs"));
+            }
+        }
+        Ok(())
+    }
+}
