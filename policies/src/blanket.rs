@@ -31,23 +31,36 @@ pub(crate) struct Unstartable {
     pub(crate) failures: ShapeFailures,
     /// Requests that found no room around the reservation.
     pub(crate) refused: HashSet<Demand, FastHash>,
+    /// Requests none of whose gangs' queues had quota for them.
+    pub(crate) quota: HashSet<Demand, FastHash>,
     /// The reservation's holder and time.
     pub(crate) reservation: (GangId, u64),
 }
 
 impl Unstartable {
-    fn reason(&self, demand: &Demand) -> Option<PendingReason> {
+    /// Why a gang of `demand` could not start, if the blanket covers it. A quota block is
+    /// described with the quota as it stands when asked.
+    fn reason(&self, engine: &Engine, gang: &GangRecord) -> Option<PendingReason> {
+        let demand = &gang.demand;
         if let Some(failure) = self.failures.get(demand) {
             return Some(PendingReason::from((**failure).clone()));
         }
         let (holder, at) = self.reservation;
-        self.refused.contains(demand).then_some(PendingReason::Reservation { holder, at })
+        if self.refused.contains(demand) {
+            return Some(PendingReason::Reservation { holder, at });
+        }
+        if self.quota.contains(demand) {
+            let block = engine.quotas.check(gang.queue, gang.total).err()?;
+            return Some(engine.quota_reason(gang.queue, gang.gpus, &block, None));
+        }
+        None
     }
 
     /// The same reasons for every request, whatever the amounts in them.
     fn steady_eq(&self, other: &Unstartable) -> bool {
         self.reservation == other.reservation
             && self.refused == other.refused
+            && self.quota == other.quota
             && self.failures.len() == other.failures.len()
             && self.failures.iter().all(|(demand, failure)| {
                 other
@@ -75,7 +88,7 @@ impl Engine {
             Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
             Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
             // A gang that came after the cycle is not covered: its own status stands.
-            Blanket::NothingStarts(why) => why.reason(&gang.demand)?,
+            Blanket::NothingStarts(why) => why.reason(self, gang)?,
         };
         Some(PendingStatus { reason, reserved_at: None })
     }

@@ -8,14 +8,41 @@ use trainyard_topology::Demand;
 
 use crate::GangId;
 use crate::gang_map::FastHash;
+use crate::quota_tree::QueueIdx;
 
 /// The pending gangs of one request.
 #[derive(Clone, Debug, Default)]
-struct Group {
+pub(crate) struct Group {
     ids: BTreeSet<GangId>,
     /// Runtime estimates with how many gangs have each: the shortest says whether any of them
     /// could end before a reservation.
     estimates: BTreeMap<u64, u32>,
+    /// Queues with how many of the gangs each has: whether any of them has quota left.
+    queues: BTreeMap<QueueIdx, u32>,
+}
+
+impl Group {
+    /// The shortest runtime estimate among the gangs.
+    pub(crate) fn shortest(&self) -> u64 {
+        self.estimates.keys().next().copied().unwrap_or(0)
+    }
+
+    /// The queues the gangs wait in, in index order.
+    pub(crate) fn queues(&self) -> impl Iterator<Item = QueueIdx> + '_ {
+        self.queues.keys().copied()
+    }
+}
+
+/// Adds one to a count, or takes one away and forgets a count of zero.
+fn count<K: Ord>(counts: &mut BTreeMap<K, u32>, key: K, add: bool) {
+    if add {
+        *counts.entry(key).or_default() += 1;
+    } else if let Some(n) = counts.get_mut(&key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(&key);
+        }
+    }
 }
 
 /// Pending gangs by request (looked up by request only; never iterated into a decision
@@ -26,24 +53,21 @@ pub(crate) struct ByRequest {
 }
 
 impl ByRequest {
-    pub(crate) fn insert(&mut self, demand: &Demand, id: GangId, estimate: u64) {
+    pub(crate) fn insert(&mut self, demand: &Demand, id: GangId, estimate: u64, queue: QueueIdx) {
         let group = self.groups.entry(demand.clone()).or_default();
         if group.ids.insert(id) {
-            *group.estimates.entry(estimate).or_default() += 1;
+            count(&mut group.estimates, estimate, true);
+            count(&mut group.queues, queue, true);
         }
     }
 
-    pub(crate) fn remove(&mut self, demand: &Demand, id: GangId, estimate: u64) {
+    pub(crate) fn remove(&mut self, demand: &Demand, id: GangId, estimate: u64, queue: QueueIdx) {
         let Some(group) = self.groups.get_mut(demand) else { return };
         if !group.ids.remove(&id) {
             return;
         }
-        if let Some(n) = group.estimates.get_mut(&estimate) {
-            *n -= 1;
-            if *n == 0 {
-                group.estimates.remove(&estimate);
-            }
-        }
+        count(&mut group.estimates, estimate, false);
+        count(&mut group.queues, queue, false);
         if group.ids.is_empty() {
             self.groups.remove(demand);
         }
@@ -53,9 +77,9 @@ impl ByRequest {
         self.groups.clear();
     }
 
-    /// The distinct requests waiting, each with the shortest runtime estimate among its gangs.
-    pub(crate) fn requests(&self) -> impl Iterator<Item = (&Demand, u64)> + '_ {
-        self.groups.iter().map(|(d, g)| (d, g.estimates.keys().next().copied().unwrap_or(0)))
+    /// The distinct requests waiting, each with its gangs.
+    pub(crate) fn requests(&self) -> impl Iterator<Item = (&Demand, &Group)> + '_ {
+        self.groups.iter()
     }
 
     /// The pending gangs of one request, by id.
@@ -80,23 +104,26 @@ mod tests {
     }
 
     #[test]
-    fn the_shortest_estimate_follows_gangs_coming_and_going() {
+    fn the_shortest_estimate_and_the_queues_follow_gangs_coming_and_going() {
         let (a, b) = (demand(1), demand(2));
         let mut by = ByRequest::default();
-        by.insert(&a, GangId(1), 600);
-        by.insert(&a, GangId(2), 60);
-        by.insert(&a, GangId(3), 60);
-        by.insert(&b, GangId(4), 900);
-        let shortest = |by: &ByRequest, d: &Demand| by.requests().find(|(x, _)| *x == d).map(|(_, s)| s);
-        assert_eq!(shortest(&by, &a), Some(60));
-        by.remove(&a, GangId(2), 60);
-        assert_eq!(shortest(&by, &a), Some(60), "another gang still has 60");
-        by.remove(&a, GangId(3), 60);
-        assert_eq!(shortest(&by, &a), Some(600));
+        let (q0, q1) = (QueueIdx(0), QueueIdx(1));
+        by.insert(&a, GangId(1), 600, q0);
+        by.insert(&a, GangId(2), 60, q1);
+        by.insert(&a, GangId(3), 60, q1);
+        by.insert(&b, GangId(4), 900, q0);
+        let group = |by: &ByRequest, d: &Demand| {
+            by.requests().find(|(x, _)| *x == d).map(|(_, g)| (g.shortest(), g.queues().collect::<Vec<_>>()))
+        };
+        assert_eq!(group(&by, &a), Some((60, vec![q0, q1])));
+        by.remove(&a, GangId(2), 60, q1);
+        assert_eq!(group(&by, &a), Some((60, vec![q0, q1])), "another gang still has 60, in q1");
+        by.remove(&a, GangId(3), 60, q1);
+        assert_eq!(group(&by, &a), Some((600, vec![q0])));
         // Removing a gang that is not there changes nothing.
-        by.remove(&a, GangId(9), 600);
-        assert_eq!(shortest(&by, &a), Some(600));
-        by.remove(&a, GangId(1), 600);
+        by.remove(&a, GangId(9), 600, q0);
+        assert_eq!(group(&by, &a), Some((600, vec![q0])));
+        by.remove(&a, GangId(1), 600, q0);
         assert_eq!(by.requests().count(), 1, "an empty group is dropped");
         assert_eq!(by.ids(&b).collect::<Vec<_>>(), vec![GangId(4)]);
     }

@@ -18,6 +18,7 @@ mod blanket;
 mod by_request;
 mod config;
 mod cycle;
+mod early_stop;
 mod engine;
 mod error;
 mod explain;

@@ -9,9 +9,8 @@ use std::sync::Arc;
 use trainyard_topology::{Demand, PlacementFailure};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
-use crate::blanket::{Blanket, ShapeFailures, Unstartable};
+use crate::blanket::{Blanket, ShapeFailures};
 use crate::engine::GangRecord;
-use crate::gang_map::FastHash;
 use crate::quota_tree::{QueueIdx, QuotaBlock};
 use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Result};
 
@@ -26,9 +25,8 @@ pub(crate) struct Walk {
     pub(crate) reservation: Option<ReservationPlan>,
     /// Quota set aside for gangs blocked by quota while a reservation stands.
     pub(crate) holds: Holds,
-    /// Requests no gang had tried yet that a probe found room for, with the number of gangs
-    /// admitted then (while none starts, they still fit).
-    pub(crate) probed: HashMap<Demand, usize, FastHash>,
+    /// What the walk learnt about whether anything left in it can start.
+    pub(crate) stop: crate::early_stop::StopCheck,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -41,14 +39,11 @@ impl Walk {
             blocked_queues: BTreeMap::new(),
             reservation: None,
             holds: Holds::default(),
-            probed: HashMap::default(),
+            stop: Default::default(),
             cycle,
         }
     }
 }
-
-/// Requests probed per check of whether anything left in a cycle can start.
-const MAX_PROBES: usize = 4;
 
 /// Whether the walk goes on to the next gang.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,27 +154,9 @@ impl Engine {
             g.quota_limit == Some(limit) && matches!(r, PendingReason::Quota { .. })
         };
         if reserved_at.is_some() || !self.keep_status(id, same) {
-            let (used, available) = (self.quotas.usage(queue).gpus, self.quotas.available(queue).gpus);
             let kept =
                 self.gangs.get_mut(&id).filter(|g| g.quota_limit == Some(limit)).and_then(|g| g.quota_reason.take());
-            let reason = match kept.map(|r| *r) {
-                Some(PendingReason::Quota { queue, requested_gpus, limit, blocked_by, .. }) => PendingReason::Quota {
-                    queue,
-                    requested_gpus,
-                    used_gpus: used,
-                    available_gpus: available,
-                    limit,
-                    blocked_by,
-                },
-                _ => PendingReason::Quota {
-                    queue: self.quotas.name(queue).to_string(),
-                    requested_gpus: gpus,
-                    used_gpus: used,
-                    available_gpus: available,
-                    limit: self.quotas.describe(&block),
-                    blocked_by: self.quotas.limit_name(&block),
-                },
-            };
+            let reason = self.quota_reason(queue, gpus, &block, kept.map(|r| *r));
             self.set_status(id, reason, reserved_at);
             if let Some(g) = self.gangs.get_mut(&id) {
                 g.quota_limit = Some(limit);
@@ -244,56 +221,34 @@ impl Engine {
         Ok(Step::Next)
     }
 
-    /// Whether no gang left in this cycle can start: a reservation stands (so nothing is freed
-    /// by preemption before the cycle ends, and free capacity only shrinks), and every request
-    /// still waiting either does not fit or found no room around the reservation while all its
-    /// gangs would run past it. The rest of the walk would admit nothing, so the cycle stops
-    /// here: its cost follows the kinds of gangs waiting, not their number.
-    ///
-    /// A request none of whose gangs reached placement yet (all blocked by quota so far, say)
-    /// is probed: if it does not fit either, it is settled like one that was tried. At most
-    /// [`MAX_PROBES`] are probed per check, so a check costs a few placements at most.
-    fn nothing_left_starts(&mut self, walk: &mut Walk, now: u64) -> bool {
-        let Some(reservation) = &walk.reservation else { return false };
-        let admitted = walk.cycle.admitted.len();
-        let mut untried: Vec<Demand> = Vec::new();
-        for (demand, shortest) in self.gangs.by_request().requests() {
-            let settled = walk.failed_shapes.contains_key(demand)
-                || (reservation.refused.contains(demand) && now.saturating_add(shortest) > reservation.at);
-            if settled {
-                continue;
-            }
-            if walk.probed.get(demand) == Some(&admitted) || untried.len() == MAX_PROBES {
-                return false;
-            }
-            untried.push(demand.clone());
+    /// The reason a quota block gives now, reusing the words of `kept` (the same limit's last
+    /// reason) when there is one.
+    pub(crate) fn quota_reason(
+        &self,
+        queue: QueueIdx,
+        gpus: u64,
+        block: &QuotaBlock,
+        kept: Option<PendingReason>,
+    ) -> PendingReason {
+        let (used, available) = (self.quotas.usage(queue).gpus, self.quotas.available(queue).gpus);
+        match kept {
+            Some(PendingReason::Quota { queue, requested_gpus, limit, blocked_by, .. }) => PendingReason::Quota {
+                queue,
+                requested_gpus,
+                used_gpus: used,
+                available_gpus: available,
+                limit,
+                blocked_by,
+            },
+            _ => PendingReason::Quota {
+                queue: self.quotas.name(queue).to_string(),
+                requested_gpus: gpus,
+                used_gpus: used,
+                available_gpus: available,
+                limit: self.quotas.describe(block),
+                blocked_by: self.quotas.limit_name(block),
+            },
         }
-        for demand in untried {
-            match self.cluster.place_demand(&demand) {
-                Ok(_) => {
-                    walk.probed.insert(demand, admitted);
-                    return false;
-                }
-                Err(failure) => {
-                    let failure = Arc::new(failure);
-                    self.failed_at.insert(demand.clone(), (self.cluster.epoch(), Arc::clone(&failure)));
-                    walk.failed_shapes.insert(demand, failure);
-                }
-            }
-        }
-        true
-    }
-
-    /// Ends the walk because nothing left starts; the gangs it did not reach read why.
-    fn stop_nothing_starts(&mut self, walk: &mut Walk) -> Step {
-        let Some(reservation) = &walk.reservation else { return Step::Stop };
-        let why = Unstartable {
-            failures: std::mem::take(&mut walk.failed_shapes),
-            refused: reservation.refused.clone(),
-            reservation: (reservation.holder, reservation.at),
-        };
-        self.blanket = Some(Blanket::NothingStarts(Arc::new(why)));
-        Step::Stop
     }
 
     /// The reason a placement failure gives now: a capacity failure with today's free amount (a

@@ -1,7 +1,7 @@
 //! A cycle stops as soon as no gang left in it could start, and every gang it did not reach
 //! still reads a true reason; a gang that could still start is never cut off.
 
-use trainyard_policies::{BackfillMode, Engine, GangId, GangRequest, PendingReason, PolicyConfig};
+use trainyard_policies::{BackfillMode, Engine, GangId, GangRequest, PendingReason, PolicyConfig, QueueConfig};
 use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
 
 /// Two racks of two 8-GPU hosts.
@@ -44,7 +44,9 @@ fn gangs_behind_the_last_shape_that_could_fit_read_their_own_failure() {
     for id in 2..=9 {
         e.submit(gang(id, 1, 2, 5)).unwrap();
     }
+    let before = e.visits();
     let cycle = e.schedule(1).unwrap();
+    assert_eq!(e.visits() - before, 1, "gang 1 takes the reservation; a probe finds no room for the rest");
     assert!(cycle.admitted.is_empty());
     assert_eq!(cycle.reservation.map(|r| (r.holder, r.at)), Some((GangId(1), 100)));
     let changed = e.take_changed();
@@ -87,7 +89,9 @@ fn long_gangs_all_refused_stop_the_cycle_with_the_reservation_as_their_reason() 
     for id in 2..=9 {
         e.submit(gang(id, 1, 1, 1000 + id)).unwrap();
     }
+    let before = e.visits();
     let cycle = e.schedule(2).unwrap();
+    assert_eq!(e.visits() - before, 2, "once gang 2 is refused, all of its shape would be");
     assert!(cycle.admitted.is_empty());
     let changed = e.take_changed();
     for id in 2..=9 {
@@ -101,4 +105,42 @@ fn long_gangs_all_refused_stop_the_cycle_with_the_reservation_as_their_reason() 
     // A new gang arriving after the cycle reads its own status, not the last cycle's blanket.
     e.submit(gang(11, 3, 1, 1)).unwrap();
     assert_eq!(e.pending_status(GangId(11)).unwrap().reason, PendingReason::NotYetScheduled);
+}
+
+#[test]
+fn gangs_whose_queue_has_no_quota_left_read_the_quota_that_blocks_them() {
+    let mut p = PolicyConfig::builtin("easy-backfill").unwrap();
+    p.backfill = BackfillMode::Easy;
+    p.queues = vec![QueueConfig::flat("a", 24), QueueConfig::flat("b", 8)];
+    let mut e = Engine::new(cluster(), p);
+    let in_queue = |mut g: GangRequest, queue: &str| {
+        g.queue = queue.into();
+        g
+    };
+    // Queue b uses all its 8 GPUs until 100; queue a holds two more hosts.
+    e.submit(in_queue(gang(0, 0, 1, 100), "b")).unwrap();
+    e.submit(in_queue(gang(1, 0, 2, 100), "a")).unwrap();
+    assert_eq!(e.schedule(0).unwrap().admitted.len(), 2);
+    // Gang 2 needs three hosts: reserved at 100. Queue b's gangs fit the free host, but b has
+    // no quota left, and nothing frees any before the cycle ends.
+    e.submit(in_queue(gang(2, 1, 3, 50), "a")).unwrap();
+    for id in 3..=9 {
+        e.submit(in_queue(gang(id, 2, 1, 5), "b")).unwrap();
+    }
+    let before = e.visits();
+    let cycle = e.schedule(2).unwrap();
+    assert_eq!(e.visits() - before, 1, "queue b's gangs are settled by its quota without a visit");
+    assert!(cycle.admitted.is_empty());
+    assert_eq!(cycle.reservation.map(|r| r.holder), Some(GangId(2)));
+    for id in 3..=9 {
+        let reason = e.pending_status(GangId(id)).unwrap().reason;
+        assert!(
+            matches!(&reason, PendingReason::Quota { queue, used_gpus: 8, available_gpus: 0, .. } if queue == "b"),
+            "gang {id}: {reason:?}"
+        );
+    }
+    // Queue b's gang ends: its quota and host are back, and the next of its gangs starts.
+    e.finish(GangId(0), 10).unwrap();
+    let started: Vec<u64> = e.schedule(10).unwrap().admitted.iter().map(|a| a.id.0).collect();
+    assert_eq!(started, vec![3]);
 }
