@@ -186,6 +186,11 @@ pub struct SynthArgs {
     /// columns).
     #[arg(long, default_value_t = 0, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub rich: u32,
+    /// Percent of one-set jobs of 1-, 2- or 4-GPU pods (0-100) that ask for a GPU layout inside
+    /// the host: one PCIe switch per pod of 1 or 2 GPUs, one NUMA node per pod of 4 (written in
+    /// the `gpu_layout` column; replay them on a cluster whose nodes name an `intra_node` layout).
+    #[arg(long, default_value_t = 0, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub gpu_layout: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = SynthFormat::Csv)]
     pub format: SynthFormat,

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use trainyard_topology::sources::k8s_nodes::{self, NodeListOptions};
 use trainyard_topology::sources::{HostDefaults, LoadedTopology, lingjun, slurm};
-use trainyard_topology::{Cluster, Resources, Topology};
+use trainyard_topology::{Cluster, Resources, Topology, intra_node};
 
 use crate::inputs::{BUILTIN_CLUSTER, read_text};
 
@@ -60,7 +60,7 @@ impl ClusterArgs {
         let defaults =
             HostDefaults { capacity: Resources { gpus: self.host_gpus, ..HostDefaults::default().capacity } };
         let loaded: LoadedTopology = match format {
-            ClusterFormat::Yaml => return Ok(Cluster::from_yaml(&text, &name)?),
+            ClusterFormat::Yaml => return Ok(Cluster::from_yaml_with(&text, &name, |layout| nccl_file(path, layout))?),
             ClusterFormat::Slurm => slurm::parse(&text, &name, defaults)?,
             ClusterFormat::Lingjun => lingjun::parse(&text, &name, defaults)?,
             ClusterFormat::K8sNodes => {
@@ -107,4 +107,18 @@ fn detect(path: &Path, text: &str) -> ClusterFormat {
         _ if looks_k8s => ClusterFormat::K8sNodes,
         _ => ClusterFormat::Yaml,
     }
+}
+
+/// The layout of an `intra_node` name that is no built-in one: an NCCL topology file, relative to
+/// the cluster file's folder; `None` when no such file exists.
+fn nccl_file(cluster: &Path, name: &str) -> Option<std::result::Result<intra_node::HostLayout, String>> {
+    let file = cluster.parent().unwrap_or(Path::new(".")).join(name);
+    if !file.is_file() {
+        return None;
+    }
+    let shown = file.display().to_string();
+    Some(match std::fs::read_to_string(&file) {
+        Ok(text) => intra_node::parse_nccl_xml(&text, &shown).map_err(|e| e.to_string()),
+        Err(e) => Err(format!("cannot read {shown}: {e}")),
+    })
 }

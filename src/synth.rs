@@ -24,6 +24,7 @@ pub fn run(args: &SynthArgs) -> Result<()> {
         gpus_per_host: args.gpus_per_host,
         rack_level: args.rack_level.clone(),
         rich_percent: args.rich,
+        gpu_layout_percent: args.gpu_layout,
     };
     let jobs = trace::synthesize(&config);
     let mut out: Box<dyn Write> = match &args.out {

@@ -52,10 +52,14 @@ impl Engine {
                 nominal_gpus: ceiling.gpus,
             }));
         }
-        let hosts = self.cluster.class_of(&request.hosts).ok_or(Error::TooManyHostFilters(request.id))?;
+        let layout = shape.layout_need();
+        let hosts = self.cluster.class_for(&request.hosts, layout).ok_or(Error::TooManyHostFilters(request.id))?;
         let demand = demand.with_hosts(hosts);
         if let Some(failure) = self.never_fits(&demand).filter(|_| fit) {
             self.cluster.release_class(hosts);
+            if let Some(why) = layout.and_then(|need| self.layout_alone_refuses(&request, &demand, need)) {
+                return Ok(Submitted::Unschedulable(why));
+            }
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
         let total = shape.total();
@@ -125,6 +129,28 @@ impl Engine {
         self.cluster.reap();
         self.dirty = true;
         Ok(())
+    }
+
+    /// The reason for a gang that never fits because of its GPU layout alone: it would fit the
+    /// empty cluster without it. `None` when it would not fit either way.
+    fn layout_alone_refuses(
+        &mut self,
+        request: &GangRequest,
+        demand: &Demand,
+        need: trainyard_topology::LayoutNeed,
+    ) -> Option<Unschedulable> {
+        let plain = self.cluster.class_of(&request.hosts)?;
+        let fits = self.never_fits(&demand.clone().with_hosts(plain)).is_none();
+        self.cluster.release_class(plain);
+        let set = request.shape.sets.iter().find(|s| s.gpu_layout.is_some()).map(|s| s.name.clone());
+        fits.then(|| Unschedulable::InvalidShape {
+            set,
+            message: format!(
+                "its pods ask for {} GPUs within one {}, which no node's known GPU layout holds \
+                 (nodes without an `intra_node` layout never qualify)",
+                need.gpus, need.within
+            ),
+        })
     }
 
     /// Withdraw a pending gang.
@@ -230,7 +256,8 @@ impl Engine {
         ids
     }
 
-    pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Result<()> {
+    /// Starts a pending gang on `placement`, which gets its pods' GPU indices.
+    pub(crate) fn start(&mut self, id: GangId, placement: &mut Placement, now: u64) -> Result<()> {
         if !self.gangs.get(&id).is_some_and(|g| matches!(g.state, GangState::Pending { .. })) {
             return Err(Error::UnknownGang(id));
         }

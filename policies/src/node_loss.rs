@@ -132,8 +132,8 @@ impl Engine {
         let topo = self.cluster.topology();
         let top = topo.ancestor_at(placement.domain, demand.constraint().top_depth.min(placement.depth));
         let txn = self.cluster.begin();
-        // (lost host, set, new hosts of that set's pods there, in pod order)
-        let mut moves: Vec<(HostId, usize, Vec<HostId>)> = Vec::new();
+        // (lost host, set, new hosts of that set's pods there, in pod order, and their GPU indices)
+        let mut moves: Vec<(HostId, usize, Vec<HostId>, Vec<u64>)> = Vec::new();
         for &host in lost {
             for k in 0..placement.sets.len() {
                 let pods = placement.set_hosts(k).iter().filter(|&&h| h == host).count() as u32;
@@ -145,29 +145,37 @@ impl Engine {
                     return Ok(false);
                 };
                 let found: std::result::Result<_, PlacementFailure> = self.cluster.place_within(&single, top);
-                let Ok(found) = found else {
+                let Ok(mut found) = found else {
                     self.cluster.rollback(txn);
                     return Ok(false);
                 };
-                if self.cluster.allocate_placement(&found).is_err() {
+                if self.cluster.allocate_placement(&mut found).is_err() {
                     self.cluster.rollback(txn);
                     return Ok(false);
                 }
-                moves.push((host, k, found.hosts));
+                moves.push((host, k, found.hosts, found.gpus));
             }
         }
         self.cluster.commit(txn);
         // The new hosts are charged; now the lost ones are released and the placement rewritten.
         let mut by_host: Vec<(HostId, Vec<HostId>)> = Vec::new();
-        for (host, k, with) in moves {
+        let pods = placement.hosts.len();
+        if placement.gpus.is_empty() && moves.iter().any(|m| !m.3.is_empty()) {
+            placement.gpus = vec![0; pods];
+        }
+        for (host, k, with, gpus) in moves {
             let pod = placement.sets[k].pod;
             let amount = pod.checked_mul(with.len() as u64).unwrap_or(pod);
-            self.cluster.release(host, amount)?;
             let start: usize = placement.sets[..k].iter().map(|s| s.pods as usize).sum();
             let len = placement.sets[k].pods as usize;
-            let mut fresh = with.iter().copied();
-            for h in placement.hosts[start..start + len].iter_mut().filter(|h| **h == host) {
-                *h = fresh.next().expect("as many new hosts as pods moved");
+            let moved: Vec<usize> = (start..start + len).filter(|&i| placement.hosts[i] == host).collect();
+            let old_gpus = moved.iter().fold(0u64, |m, &i| m | placement.gpus.get(i).copied().unwrap_or(0));
+            self.cluster.release_pods(host, amount, old_gpus)?;
+            for (j, &i) in moved.iter().enumerate() {
+                placement.hosts[i] = with[j];
+                if let Some(g) = placement.gpus.get_mut(i) {
+                    *g = gpus.get(j).copied().unwrap_or(0);
+                }
             }
             match by_host.last_mut() {
                 Some((last, all)) if *last == host => all.extend(with),
@@ -176,7 +184,9 @@ impl Engine {
         }
         for (host, with) in by_host {
             let hosts = std::mem::take(&mut placement.hosts);
+            let (layout, gpus) = (placement.layout, std::mem::take(&mut placement.gpus));
             placement = self.cluster.recorded_placement(&placement.sets, hosts).expect("a gang has pods");
+            (placement.layout, placement.gpus) = (layout, gpus);
             self.move_running(id, host, &placement);
             cycle.replaced.push(Replacement { gang: id, lost: host, with, placement: placement.clone() });
         }

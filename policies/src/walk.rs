@@ -120,7 +120,8 @@ impl Engine {
         let backfilled = walk.reservation.is_some() || walk.holds.holds(queue);
         // It leaves the pending order at once, so a gang preempted later in this cycle is
         // requeued (and waits for the next), not dropped.
-        self.start(id, &placement, now)?;
+        let mut placement = placement;
+        self.start(id, &mut placement, now)?;
         walk.cycle.admitted.push(Admission { id, placement, backfilled });
         Ok(Step::Next)
     }
@@ -265,8 +266,8 @@ impl Engine {
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.
     fn start_by_preemption(&mut self, id: GangId, now: u64, cycle: &mut Cycle) -> Result<bool> {
-        let Some(placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
-        self.start(id, &placement, now)?;
+        let Some(mut placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
+        self.start(id, &mut placement, now)?;
         cycle.admitted.push(Admission { id, placement, backfilled: false });
         Ok(true)
     }

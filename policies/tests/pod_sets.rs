@@ -253,3 +253,49 @@ proptest! {
         prop_assert_eq!(first, second);
     }
 }
+
+/// A launcher without GPUs and 4-GPU workers that each want one NUMA node, on p4d hosts (two
+/// NUMA nodes of four GPUs): the workers get whole NUMA nodes, a second gang the GPUs left, and
+/// a gang that asks more than the NUMA nodes hold waits though the GPU count would take it.
+#[test]
+fn workers_that_ask_for_a_gpu_layout_get_whole_numa_nodes() {
+    use trainyard_topology::GpuLayout;
+    let yaml = "name: p4d\nlevels: [rack, host]\ngenerate:\n  counts: [1, 2]\n  node: {gpus: 8, cpus: 96}\n  intra_node: aws-p4d\n";
+    let mut p = PolicyConfig::builtin("fifo").unwrap();
+    p.queues = vec![QueueConfig::flat("a", 16)];
+    let mut e = Engine::new(Cluster::from_yaml(yaml, "p4d.yaml").unwrap(), p);
+    let launcher = PodSetShape::new("launcher", 1, Resources { cpu_milli: 1000, ..Resources::ZERO });
+    let workers = PodSetShape { gpu_layout: Some(GpuLayout::Numa), ..set("workers", 3, 4) };
+    let shape = GangShape { sets: vec![launcher, workers], topology: TopologyRequest::Unconstrained };
+    assert_eq!(e.submit(request(1, "a", 0, shape)).unwrap(), Submitted::Queued);
+    // Three 1-GPU pods next: five GPUs are left, in one NUMA node and a half.
+    assert_eq!(
+        e.submit(request(2, "a", 1, GangShape::single(3, Resources::gpus(1), TopologyRequest::Unconstrained))).unwrap(),
+        Submitted::Queued
+    );
+    let numa = PodSetShape { gpu_layout: Some(GpuLayout::Numa), ..set("node", 1, 4) };
+    let third = GangShape { sets: vec![numa], topology: TopologyRequest::Unconstrained };
+    assert_eq!(e.submit(request(3, "a", 2, third)).unwrap(), Submitted::Queued);
+    let cycle = e.schedule(0).unwrap();
+    let admitted: Vec<u64> = cycle.admitted.iter().map(|a| a.id.0).collect();
+    assert_eq!(admitted, [1, 2]);
+    let first = &cycle.admitted[0].placement;
+    assert_eq!(first.gpus.len(), 4);
+    assert_eq!(first.gpus[0], 0, "the launcher asks for no GPU");
+    let topo = e.cluster().topology();
+    for (&h, &mask) in first.set_hosts(1).iter().zip(&first.gpus[1..]) {
+        let layout = e.cluster().host_layout(h).unwrap().layout();
+        let numa: std::collections::BTreeSet<i32> =
+            (0..8u8).filter(|g| mask & (1 << g) != 0).map(|g| layout.numa_of(g).unwrap().id).collect();
+        assert_eq!((mask.count_ones(), numa.len()), (4, 1), "{} GPUs {mask:b}", topo.host_name(h));
+    }
+    assert_eq!(e.cluster().total_free().gpus, 16 - 12 - 3);
+    // 1 GPU is free; the 4-GPU NUMA gang waits, and starts once the workers are gone.
+    e.finish(GangId(1), 10).unwrap();
+    let cycle = e.schedule(10).unwrap();
+    assert_eq!(cycle.admitted.iter().map(|a| a.id.0).collect::<Vec<_>>(), [3]);
+    e.finish(GangId(2), 20).unwrap();
+    e.finish(GangId(3), 20).unwrap();
+    let c = e.cluster();
+    assert!(c.topology().hosts().all(|h| c.host_gpus_taken(h) == 0), "every GPU index is given back");
+}

@@ -38,12 +38,16 @@ pub struct PlacementSummary {
     pub levels: Vec<SpanLevel>,
     /// Free GPUs the smallest waiting gang could not use, over time.
     pub fragmentation: Fragmentation,
+    /// How close each pod's GPUs sat in its host; absent when no host has a GPU layout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_locality: Option<crate::gpu_locality::GpuLocality>,
 }
 
 impl PlacementSummary {
     /// The placement section of a replay.
     pub fn of(result: &ReplayResult) -> PlacementSummary {
-        PlacementSummary::new(&result.outcomes, &result.slowdown, result.fragmentation.clone())
+        let summary = PlacementSummary::new(&result.outcomes, &result.slowdown, result.fragmentation.clone());
+        PlacementSummary { gpu_locality: result.gpu_locality.clone(), ..summary }
     }
 
     /// Counts finished outcomes by their span level. Outcomes whose level the table does not
@@ -86,6 +90,7 @@ impl PlacementSummary {
             gpu_weighted_mean_factor: ratio(weighted_sum, gpus as f64),
             levels,
             fragmentation,
+            gpu_locality: None,
         }
     }
 }

@@ -68,6 +68,8 @@ pub struct ReplayResult {
     /// Per leaf queue, GPUs used and borrowed and gangs waiting, over the replay; `None`
     /// when no queue has a finite GPU quota.
     pub quota_usage: Option<QuotaUsage>,
+    /// How close each pod's GPUs sat in its host; `None` when no host has a GPU layout.
+    pub gpu_locality: Option<crate::gpu_locality::GpuLocality>,
 }
 
 impl ReplayResult {
@@ -134,6 +136,7 @@ pub fn replay_observed(
     let mut saved_work: Vec<u64> = vec![0; jobs.len()];
     let mut preemptions: Vec<u32> = vec![0; jobs.len()];
     let mut explanations = Vec::new();
+    let mut gpu_locality = crate::gpu_locality::GpuLocality::default();
     let mut last_explained: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
@@ -231,6 +234,9 @@ pub fn replay_observed(
             }
             // Whatever completion the gang still had queued is stale now.
             generation[i] += 1;
+            if !admission.placement.gpus.is_empty() {
+                gpu_locality.observe(engine.cluster(), &admission.placement);
+            }
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
             let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
@@ -282,5 +288,6 @@ pub fn replay_observed(
         quota_usage: usage.finish(),
         preemptions,
         explanations,
+        gpu_locality: gpu_locality.if_any(),
     })
 }

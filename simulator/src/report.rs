@@ -259,6 +259,9 @@ fn placement_section(p: &PlacementSummary) -> String {
     for (key, value) in &lines {
         let _ = writeln!(out, "  {key:<key_width$}  {value}");
     }
+    if let Some(locality) = &p.gpu_locality {
+        out.push_str(&locality.render());
+    }
     out
 }
 

@@ -137,6 +137,9 @@ pub fn gang_shape(
             topology: topology_request(own, source)?,
             slice: slice.map(|(s, _)| s),
             tpu,
+            // The kubelet chooses a pod's GPUs through the device plugin: a layout cannot be
+            // promised here (see README, GPU layout inside the host).
+            gpu_layout: None,
         });
     }
     // A pod that requests nothing (an MPI launcher, often) still takes a host near its gang, as

@@ -92,3 +92,36 @@ fn rich_gangs_are_written_in_the_pod_set_columns_and_replay() {
     assert!(!bad.status.success());
     assert!(bad.stderr.contains("--rich"), "{}", bad.stderr);
 }
+
+#[test]
+fn gpu_layouts_are_written_in_their_column_and_replay_with_gpu_indices() {
+    let dir = TempDir::create();
+    let text = synth(&dir, "layout.csv", &["--jobs", "300", "--gpu-layout", "50"]);
+    assert_eq!(text.lines().next(), Some(format!("{CSV_HEADER},gpu_layout").as_str()));
+    assert!(text.contains(",switch\n") && text.contains(",numa\n"), "{text}");
+    let cluster = "examples/clusters/p4d-layout.yaml".to_string();
+    let (one, two) = (dir.path("one.json"), dir.path("two.json"));
+    let run =
+        trainyard(&["simulate", "--cluster", &cluster, "--trace", &arg(&dir.path("layout.csv")), "--out", &arg(&one)]);
+    run.assert_success()
+        .assert_stdout_has(&["jobs             300 (300 finished, 0 unschedulable)\n", "GPU layout inside hosts ("]);
+    trainyard(&[
+        "simulate",
+        "--cluster",
+        &cluster,
+        "--trace",
+        &arg(&dir.path("layout.csv")),
+        "--quiet",
+        "--out",
+        &arg(&two),
+    ])
+    .assert_success();
+    let json = read(&one);
+    assert!(json.contains("\"gpu_locality\""), "{json}");
+    assert!(json == read(&two), "replays with GPU indices are deterministic");
+    // On a cluster without GPU layouts those jobs can never run, and the reason says why.
+    let plain = trainyard(&["simulate", "--trace", &arg(&dir.path("layout.csv"))]);
+    plain.assert_success().assert_stdout_has(&["which no node's known GPU layout holds"]);
+    let bad = trainyard(&["trace", "synth", "--gpu-layout", "101"]);
+    assert!(!bad.status.success() && bad.stderr.contains("--gpu-layout"), "{}", bad.stderr);
+}

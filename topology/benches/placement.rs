@@ -123,8 +123,8 @@ impl Loaded {
         1.0 - self.cluster.total_free().gpus as f64 / self.cluster.total_capacity().gpus as f64
     }
 
-    fn admit(&mut self, placement: Placement, pod: Resources) {
-        self.cluster.allocate_placement(&placement).expect("a fresh placement fits");
+    fn admit(&mut self, mut placement: Placement, pod: Resources) {
+        self.cluster.allocate_placement(&mut placement).expect("a fresh placement fits");
         self.running.push((placement, pod));
     }
 

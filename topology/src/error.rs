@@ -73,6 +73,17 @@ pub enum Error {
         /// What was released.
         released: crate::Resources,
     },
+    /// A pod that asks for a GPU layout found no group of its host with its GPUs free: an
+    /// accounting bug in the caller (placement counts exactly what each host's groups hold).
+    #[error("host `{host}`: no {within} has {gpus} free GPUs for a pod that asks for one")]
+    GpuLayout {
+        /// Host name.
+        host: String,
+        /// GPUs of the pod.
+        gpus: u8,
+        /// The group it asks for.
+        within: crate::GpuLayout,
+    },
     /// A gang shape this cluster can never hold as written (a TPU shape no torus fits, pods that
     /// do not make whole slices).
     #[error(transparent)]

@@ -30,6 +30,9 @@ pub use placement::{
     ParsePlacementPolicyError, PlacedSet, Placement, PlacementFailure, PlacementPolicy, PlacementRequest, PodSet,
     Rival, SearchPath, Spans, TpuRequest,
 };
-pub use request::{GangShape, GangShapeError, ParseTopologyRequestError, PodSetShape, SliceRequest, TopologyRequest};
+pub use request::{
+    GangShape, GangShapeError, GpuLayout, LayoutNeed, ParseGpuLayoutError, ParseTopologyRequestError, PodSetShape,
+    SliceRequest, TopologyRequest,
+};
 pub use resources::Resources;
 pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec, ToriSpec, TorusEntry};

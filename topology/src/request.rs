@@ -81,6 +81,53 @@ pub struct SliceRequest {
     pub size: u32,
 }
 
+/// Where each pod's GPUs must sit inside its host: all under one PCIe switch, or all on one
+/// NUMA node (CPU socket). Hosts whose GPU layout the cluster does not know never qualify.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuLayout {
+    /// Every GPU of the pod below one PCIe switch (and so near that switch's NICs).
+    Switch,
+    /// Every GPU of the pod on one NUMA node.
+    Numa,
+}
+
+impl fmt::Display for GpuLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            GpuLayout::Switch => "switch",
+            GpuLayout::Numa => "numa",
+        })
+    }
+}
+
+/// The text form of a GPU layout did not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a GPU layout; use `switch` (one PCIe switch per pod) or `numa` (one NUMA node per pod)")]
+pub struct ParseGpuLayoutError(pub String);
+
+impl FromStr for GpuLayout {
+    type Err = ParseGpuLayoutError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "switch" => Ok(GpuLayout::Switch),
+            "numa" => Ok(GpuLayout::Numa),
+            other => Err(ParseGpuLayoutError(other.to_string())),
+        }
+    }
+}
+
+/// What a gang's layout asks of each host: room for pods of `gpus` GPUs each inside one group
+/// of `within`. One per gang: every set that asks for a layout asks for the same one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct LayoutNeed {
+    /// GPUs of each such pod (1 to 64).
+    pub gpus: u8,
+    /// The group they must share.
+    pub within: GpuLayout,
+}
+
 /// One pod set of a gang: `pods` identical pods, and how close together they must be besides
 /// the gang's own constraint.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -102,12 +149,23 @@ pub struct PodSetShape {
     /// slice a contiguous box of them on one of the cluster's tori (several: multi-slice).
     #[serde(default)]
     pub tpu: Option<SliceShape>,
+    /// Each pod's GPUs inside one group of the host's GPU layout (see [`GpuLayout`]).
+    #[serde(default)]
+    pub gpu_layout: Option<GpuLayout>,
 }
 
 impl PodSetShape {
     /// `pods` pods of `pod` named `name`, with no constraint of their own.
     pub fn new(name: &str, pods: u32, pod: Resources) -> PodSetShape {
-        PodSetShape { name: name.into(), pods, pod, topology: TopologyRequest::Unconstrained, slice: None, tpu: None }
+        PodSetShape {
+            name: name.into(),
+            pods,
+            pod,
+            topology: TopologyRequest::Unconstrained,
+            slice: None,
+            tpu: None,
+            gpu_layout: None,
+        }
     }
 }
 
@@ -162,8 +220,18 @@ impl GangShape {
         self.sets.iter().find_map(|s| s.tpu.as_ref())
     }
 
+    /// What the gang's GPU layout asks of a host, when some set asks for one (the gang passed
+    /// [`GangShape::validate`], so every such set asks the same).
+    pub fn layout_need(&self) -> Option<LayoutNeed> {
+        self.sets.iter().find_map(|s| {
+            let within = s.gpu_layout?;
+            Some(LayoutNeed { gpus: u8::try_from(s.pod.gpus).ok()?, within })
+        })
+    }
+
     /// Checks what can be checked without a cluster: at least one set, names unique, slice
-    /// sizes that divide their sets, a TPU set alone in its gang. The message names the set.
+    /// sizes that divide their sets, a TPU set alone in its gang, one GPU layout per gang. The
+    /// message names the set.
     pub fn validate(&self) -> Result<(), GangShapeError> {
         if self.sets.is_empty() {
             return Err(GangShapeError { set: None, message: "a gang needs at least one pod set".into() });
@@ -190,6 +258,27 @@ impl GangShape {
                 }
                 if self.sets.len() > 1 {
                     return Err(named("a TPU pod set must be its gang's only pod set".into()));
+                }
+                if s.gpu_layout.is_some() {
+                    return Err(named(format!("TPU slices of {shape} have no GPU layout; drop it")));
+                }
+            }
+            if let Some(within) = s.gpu_layout {
+                if s.pod.gpus == 0 || s.pod.gpus > u64::from(crate::intra_node::MAX_GPUS) {
+                    let message = format!("a GPU layout needs 1 to 64 GPUs per pod, not {}", s.pod.gpus);
+                    return Err(named(message));
+                }
+                let first = self.sets[..i].iter().find(|o| o.gpu_layout.is_some());
+                if let Some(o) = first.filter(|o| o.gpu_layout != Some(within) || o.pod.gpus != s.pod.gpus) {
+                    let message = format!(
+                        "asks for {} GPUs per pod within one {within}, but pod set {:?} asks for {} within one {}; \
+                         the pod sets of one gang that ask for a GPU layout must ask for the same one",
+                        s.pod.gpus,
+                        o.name,
+                        o.pod.gpus,
+                        o.gpu_layout.map_or_else(String::new, |l| l.to_string())
+                    );
+                    return Err(named(message));
                 }
             }
         }

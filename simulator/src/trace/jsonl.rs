@@ -17,7 +17,8 @@ use trainyard_topology::TopologyRequest;
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology, tpu, tpu_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
+    topology, tpu, tpu_text,
 };
 use crate::job::TraceJob;
 
@@ -72,6 +73,7 @@ fn parse_line(text: &str, line: u64) -> Result<TraceJob, RowError> {
         slice: f.optional("slice", |v| slice(&string(v)?), None)?,
         pod_sets: f.optional("pod_sets", |v| pod_sets(&string(v)?), Vec::new())?,
         tpu: f.optional("tpu", |v| tpu(&string(v)?), None)?,
+        gpu_layout: f.optional("gpu_layout", |v| gpu_layout(&string(v)?), None)?,
     };
     parsed.into_job(line)
 }
@@ -166,6 +168,8 @@ struct JsonRow<'a> {
     pod_sets: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     tpu: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    gpu_layout: String,
 }
 
 /// Writes the jobs, in the given order, one JSON object per line.
@@ -189,6 +193,7 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             slice: slice_text(native.slice.as_ref()),
             pod_sets: pod_sets_text(&native.pod_sets),
             tpu: tpu_text(native.tpu.as_ref()),
+            gpu_layout: gpu_layout_text(native.gpu_layout),
         };
         serde_json::to_writer(&mut out, &row).map_err(|e| fail(io::Error::from(e)))?;
         out.write_all(b"\n").map_err(fail)?;

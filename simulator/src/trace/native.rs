@@ -1,7 +1,7 @@
 //! trainyard's own trace schema, shared by the `csv` and `jsonl` formats: field names, checks, conversion.
 
 use trainyard_topology::torus::SliceShape;
-use trainyard_topology::{GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
+use trainyard_topology::{GangShape, GpuLayout, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 use super::error::RowError;
 use crate::job::TraceJob;
@@ -21,10 +21,10 @@ pub(crate) const COLUMNS: [&str; 11] = [
     "topology",
 ];
 
-/// Columns a row may have besides those: the main set's slices, the gang's other pod sets, and
-/// the TPU slice shape of the main set. Files without them read as before; writers add them only
-/// when some job needs them.
-pub(crate) const OPTIONAL_COLUMNS: [&str; 3] = ["slice", "pod_sets", "tpu"];
+/// Columns a row may have besides those: the main set's slices, the gang's other pod sets, the
+/// TPU slice shape of the main set, and the GPU layout of the main set's pods. Files without them
+/// read as before; writers add them only when some job needs them.
+pub(crate) const OPTIONAL_COLUMNS: [&str; 4] = ["slice", "pod_sets", "tpu", "gpu_layout"];
 
 /// One row of the schema, each field parsed but not yet checked as a whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +46,8 @@ pub(crate) struct NativeRow {
     pub pod_sets: Vec<PodSetShape>,
     /// TPU slices of the row's own pods (each pod a whole TPU host), e.g. `2x2x4`.
     pub tpu: Option<SliceShape>,
+    /// Each of the row's own pods' GPUs under one PCIe switch (`switch`) or NUMA node (`numa`).
+    pub gpu_layout: Option<GpuLayout>,
 }
 
 /// Name of the pod set a row's own columns describe.
@@ -70,6 +72,7 @@ impl NativeRow {
             slice: main.slice.clone(),
             pod_sets: job.gang.sets[1..].to_vec(),
             tpu: main.tpu.clone(),
+            gpu_layout: main.gpu_layout,
         }
     }
 
@@ -81,6 +84,11 @@ impl NativeRow {
     /// Whether the row needs the `tpu` column.
     pub fn has_tpu(&self) -> bool {
         self.tpu.is_some()
+    }
+
+    /// Whether the row needs the `gpu_layout` column.
+    pub fn has_gpu_layout(&self) -> bool {
+        self.gpu_layout.is_some()
     }
 
     /// Checks the row (non-empty id and tenant, runtimes of at least 1 s,
@@ -128,15 +136,15 @@ impl NativeRow {
         let main = PodSetShape {
             slice: self.slice.clone(),
             tpu: self.tpu.clone(),
+            gpu_layout: self.gpu_layout,
             ..PodSetShape::new(MAIN_SET, self.pods, pod)
         };
         let sets: Vec<PodSetShape> = std::iter::once(main).chain(self.pod_sets.iter().cloned()).collect();
         let shape = GangShape { sets, topology: self.topology.clone() };
         shape.validate().map_err(|e| {
-            let field = match (
-                e.set.as_deref() == Some(MAIN_SET) && self.pod_sets.iter().all(|s| s.name != MAIN_SET),
-                &self.tpu,
-            ) {
+            let main = e.set.as_deref() == Some(MAIN_SET) && self.pod_sets.iter().all(|s| s.name != MAIN_SET);
+            let field = match (main, &self.tpu) {
+                (true, _) if self.gpu_layout.is_some() && e.message.contains("GPU layout") => "gpu_layout",
                 (true, Some(_)) => "tpu",
                 (true, None) => "slice",
                 (false, _) => "pod_sets",
@@ -176,6 +184,19 @@ pub(crate) fn tpu(text: &str) -> Result<Option<SliceShape>, String> {
     text.parse().map(Some).map_err(|e: trainyard_topology::torus::TorusError| e.to_string())
 }
 
+/// The text form of a GPU layout, `switch` or `numa`; empty means none.
+pub(crate) fn gpu_layout(text: &str) -> Result<Option<GpuLayout>, String> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    text.parse().map(Some).map_err(|e: trainyard_topology::ParseGpuLayoutError| e.to_string())
+}
+
+/// The text of a GPU layout.
+pub(crate) fn gpu_layout_text(layout: Option<GpuLayout>) -> String {
+    layout.map(|l| l.to_string()).unwrap_or_default()
+}
+
 /// The text of a TPU slice shape.
 pub(crate) fn tpu_text(shape: Option<&SliceShape>) -> String {
     shape.map(ToString::to_string).unwrap_or_default()
@@ -183,7 +204,8 @@ pub(crate) fn tpu_text(shape: Option<&SliceShape>) -> String {
 
 /// The text form of pod sets: `;`-separated sets, each `<name>=<pods>x<gpus per pod>` followed by
 /// optional space-separated `cpu_milli=<n>`, `memory_mib=<n>`, `required=<level>` (the set alone
-/// inside one domain of that level), `slice=<level>:<size>` and `tpu=<shape>`; no commas, so a
+/// inside one domain of that level), `slice=<level>:<size>`, `tpu=<shape>` and `layout=switch|numa`
+/// (each pod's GPUs under one PCIe switch or on one NUMA node); no commas, so a
 /// CSV field needs no quotes. Empty means no other sets.
 pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
     let mut sets = Vec::new();
@@ -209,9 +231,10 @@ pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
                 "required" if !value.trim().is_empty() => set.topology = TopologyRequest::Required(value.trim().into()),
                 "slice" => set.slice = slice(value).map_err(at)?,
                 "tpu" => set.tpu = tpu(value).map_err(at)?,
+                "layout" => set.gpu_layout = gpu_layout(value).map_err(at)?,
                 other => {
                     return Err(at(format!(
-                        "unknown key {other:?}; use cpu_milli, memory_mib, required, slice or tpu"
+                        "unknown key {other:?}; use cpu_milli, memory_mib, required, slice, tpu or layout"
                     )));
                 }
             }
@@ -242,6 +265,9 @@ pub(crate) fn pod_sets_text(sets: &[PodSetShape]) -> String {
         }
         if let Some(shape) = &s.tpu {
             text.push_str(&format!(" tpu={shape}"));
+        }
+        if let Some(layout) = s.gpu_layout {
+            text.push_str(&format!(" layout={layout}"));
         }
         text
     };

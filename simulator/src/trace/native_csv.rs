@@ -16,7 +16,8 @@ use std::io::{self, Read, Write};
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, pod_sets, pod_sets_text, slice, slice_text, topology, tpu, tpu_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
+    topology, tpu, tpu_text,
 };
 use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
 use crate::job::TraceJob;
@@ -47,6 +48,7 @@ fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
         slice: row.get_optional("slice", slice)?,
         pod_sets: row.get_optional("pod_sets", pod_sets)?,
         tpu: row.get_optional("tpu", tpu)?,
+        gpu_layout: row.get_optional("gpu_layout", gpu_layout)?,
     };
     parsed.into_job(row.line)
 }
@@ -66,6 +68,10 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
     if with_tpu {
         header.push(OPTIONAL_COLUMNS[2]);
     }
+    let with_layout = rows.iter().any(NativeRow::has_gpu_layout);
+    if with_layout {
+        header.push(OPTIONAL_COLUMNS[3]);
+    }
     writer.write_record(&header).map_err(fail)?;
     for r in rows {
         let mut extra: Vec<String> = Vec::new();
@@ -74,6 +80,9 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
         }
         if with_tpu {
             extra.push(tpu_text(r.tpu.as_ref()));
+        }
+        if with_layout {
+            extra.push(gpu_layout_text(r.gpu_layout));
         }
         let fields = [
             r.id,
@@ -270,7 +279,7 @@ mod tests {
             ("x,0,60,,t,0,1,1,0,0,,,w=0x1", "field `pod_sets`: pod set 1 (\"w=0x1\"): a pod set needs at least 1 pod"),
             (
                 "x,0,60,,t,0,1,1,0,0,,,w=2x1 colour=red",
-                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required, slice or tpu",
+                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required, slice, tpu or layout",
             ),
             ("x,0,60,,t,0,1,1,0,0,,,w", "field `pod_sets`: pod set 1 (\"w\"): write <name>=<pods>x<gpus per pod>"),
         ];
@@ -287,5 +296,37 @@ mod tests {
         let mut out = Vec::new();
         write_csv(&jobs, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), format!("{HEADER}a,0,60,,t,0,2,8,0,0,unconstrained\n"));
+    }
+
+    #[test]
+    fn gpu_layouts_round_trip_and_bad_ones_name_line_and_field() {
+        let header = HEADER.trim_end().to_string() + ",pod_sets,gpu_layout\n";
+        let text = format!("{header}a,0,60,,t,0,2,2,0,0,,l=1x2 layout=switch,switch\n");
+        let jobs = read(&text, false).unwrap().jobs;
+        assert_eq!(jobs[0].gang.sets[0].gpu_layout, Some(trainyard_topology::GpuLayout::Switch));
+        assert_eq!(jobs[0].gang.sets[1].gpu_layout, Some(trainyard_topology::GpuLayout::Switch));
+        let mut out = Vec::new();
+        write_csv(&jobs, &mut out).unwrap();
+        let written = String::from_utf8(out).unwrap();
+        assert!(written.ends_with(",,l=1x2 layout=switch,switch\n"), "{written}");
+        assert_eq!(read(&written, false).unwrap().jobs, jobs);
+        let cases = [
+            (
+                "x,0,60,,t,0,1,1,0,0,,,pcie",
+                "field `gpu_layout`: `pcie` is not a GPU layout; use `switch` (one PCIe switch per pod) or `numa` (one NUMA node per pod)",
+            ),
+            (
+                "x,0,60,,t,0,1,2,0,0,,l=1x4 layout=numa,switch",
+                "field `pod_sets`: pod set \"l\": asks for 4 GPUs per pod within one numa, but pod set \"main\" asks for 2 within one switch; the pod sets of one gang that ask for a GPU layout must ask for the same one",
+            ),
+            (
+                "x,0,60,,t,0,1,0,1000,0,,,switch",
+                "field `gpu_layout`: pod set \"main\": a GPU layout needs 1 to 64 GPUs per pod, not 0",
+            ),
+        ];
+        for (row, message) in cases {
+            let text = format!("{header}{row}\n");
+            assert_eq!(read(&text, false).unwrap_err().to_string(), format!("jobs.csv: line 2: {message}"), "{row}");
+        }
     }
 }

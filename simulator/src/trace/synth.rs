@@ -24,6 +24,9 @@
 //!   level; any other job gets a second pod set, a 1-GPU `leader` (4 cores, 16 GiB) that is
 //!   placed with it. With 0 the stream of draws, and so the trace, is the one of earlier
 //!   versions.
+//! - **GPU layouts** (`gpu_layout_percent` of the one-set jobs whose pods ask for 1, 2 or 4
+//!   GPUs, none by default): pods of 1 or 2 GPUs ask for one PCIe switch, pods of 4 for one
+//!   NUMA node. With 0 the trace is the one of earlier versions.
 //!
 //! The generator uses only integer arithmetic and IEEE basic operations (its
 //! own `ln`/`exp`, no platform maths library), so a seed gives the same jobs,
@@ -32,7 +35,7 @@
 //! [`write_csv`](super::write_csv).
 
 use trainyard_topology::rng::SplitMix64;
-use trainyard_topology::{GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
+use trainyard_topology::{GangShape, GpuLayout, PodSetShape, Resources, SliceRequest, TopologyRequest};
 
 use super::shape::shape_gang;
 use crate::job::TraceJob;
@@ -54,6 +57,8 @@ pub struct SynthConfig {
     pub rack_level: String,
     /// Percent of jobs (0-100) made rich: sliced, or with a leader pod set.
     pub rich_percent: u32,
+    /// Percent of one-set jobs of 1-, 2- or 4-GPU pods (0-100) that ask for a GPU layout.
+    pub gpu_layout_percent: u32,
 }
 
 impl Default for SynthConfig {
@@ -66,6 +71,7 @@ impl Default for SynthConfig {
             gpus_per_host: 8,
             rack_level: "rack".to_string(),
             rich_percent: 0,
+            gpu_layout_percent: 0,
         }
     }
 }
@@ -100,6 +106,7 @@ pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
         let u_topology = rng.unit();
         // Drawn only when asked for, so that traces without rich gangs stay as they were.
         let rich = cfg.rich_percent > 0 && rng.unit() * 100.0 < f64::from(cfg.rich_percent.min(100));
+        let layout = cfg.gpu_layout_percent > 0 && rng.unit() * 100.0 < f64::from(cfg.gpu_layout_percent.min(100));
 
         if i > 0 {
             clock += -mean * ln(1.0 - u_gap);
@@ -126,7 +133,17 @@ pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
             runtime_estimate,
             tenant: pick_tenant(&tenants, u_tenant * weight_sum).to_string(),
             priority: if u_priority < 0.15 { 10 } else { 0 },
-            gang: if rich { rich_gang(pods, pod, topology, &level) } else { GangShape::single(pods, pod, topology) },
+            gang: if rich {
+                rich_gang(pods, pod, topology, &level)
+            } else {
+                let mut gang = GangShape::single(pods, pod, topology);
+                gang.sets[0].gpu_layout = match pod.gpus {
+                    1 | 2 if layout => Some(GpuLayout::Switch),
+                    4 if layout => Some(GpuLayout::Numa),
+                    _ => None,
+                };
+                gang
+            },
             line: i as u64 + 2,
         });
     }
@@ -363,6 +380,7 @@ mod tests {
             rack_level: " ".into(),
             seed: 0,
             rich_percent: 0,
+            gpu_layout_percent: 0,
         };
         let jobs = synthesize(&cfg);
         assert!(jobs.iter().all(|j| j.submit == 0 && j.tenant == "team-a" && j.gang.sets[0].pod.gpus <= 1));

@@ -11,8 +11,10 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::HostState;
+use super::gpus::offered;
+use super::live::HostView;
 use crate::eligibility::HostFilter;
-use crate::{DomainId, HostId, Resources, Topology};
+use crate::{DomainId, HostId, LayoutNeed, Resources, Topology};
 
 /// Index of an eligibility class of a [`super::Cluster`]. [`HostClass::DEFAULT`] (no
 /// tolerations, no selector) always exists; others exist while some gang holds them.
@@ -27,6 +29,8 @@ impl HostClass {
 #[derive(Clone, Debug)]
 struct Class {
     filter: HostFilter,
+    /// The GPU layout its gangs ask of each host; such a class always has sums of its own.
+    layout: Option<LayoutNeed>,
     holders: usize,
     /// Per host slot: whether the filter admits the host's labels and taints.
     admits: Vec<bool>,
@@ -43,7 +47,7 @@ struct Class {
 pub(crate) struct Classes {
     slots: Vec<Option<Class>>,
     /// Looked up only, never iterated.
-    by_filter: HashMap<HostFilter, u16>,
+    by_filter: HashMap<(HostFilter, Option<LayoutNeed>), u16>,
     /// Host slots, to size new classes.
     host_slots: usize,
 }
@@ -52,6 +56,7 @@ impl Classes {
     pub(crate) fn new(host_slots: usize) -> Classes {
         let default = Class {
             filter: HostFilter::default(),
+            layout: None,
             holders: usize::MAX,
             admits: vec![true; host_slots],
             excluded: 0,
@@ -59,7 +64,7 @@ impl Classes {
             capacity: None,
         };
         let mut by_filter = HashMap::new();
-        by_filter.insert(HostFilter::default(), 0);
+        by_filter.insert((HostFilter::default(), None), 0);
         Classes { slots: vec![Some(default)], by_filter, host_slots }
     }
 
@@ -69,6 +74,10 @@ impl Classes {
 
     pub(crate) fn filter(&self, c: HostClass) -> &HostFilter {
         &self.class(c).filter
+    }
+
+    pub(crate) fn layout(&self, c: HostClass) -> Option<LayoutNeed> {
+        self.class(c).layout
     }
 
     pub(crate) fn admits(&self, c: HostClass, host: HostId) -> bool {
@@ -84,20 +93,23 @@ impl Classes {
     pub(crate) fn acquire(
         &mut self,
         filter: &HostFilter,
+        layout: Option<LayoutNeed>,
         topo: &Topology,
         hosts: &[HostState],
         base: &[Resources],
     ) -> Option<(HostClass, bool)> {
-        if let Some(&i) = self.by_filter.get(filter) {
+        let key = (filter.clone(), layout);
+        if let Some(&i) = self.by_filter.get(&key) {
             let class = self.slots[usize::from(i)].as_mut().expect("indexed classes exist");
             class.holders = class.holders.saturating_add(1);
             return Some((HostClass(i), false));
         }
         let admits: Vec<bool> = (0..self.host_slots).map(|h| filter.admits(&hosts[h].attrs)).collect();
         let excluded = topo.hosts().filter(|h| hosts[h.0 as usize].usable() && !admits[h.0 as usize]).count();
-        let mut class = Class { filter: filter.clone(), holders: 1, admits, excluded, free: None, capacity: None };
-        if excluded > 0 {
-            class.free = Some(sums(topo, hosts, &class.admits, base.len()));
+        let mut class =
+            Class { filter: filter.clone(), layout, holders: 1, admits, excluded, free: None, capacity: None };
+        if excluded > 0 || layout.is_some() {
+            class.free = Some(sums(topo, hosts, &class.admits, layout, base.len()));
         }
         let i = match self.slots.iter().position(Option::is_none) {
             Some(i) => i,
@@ -109,7 +121,7 @@ impl Classes {
         };
         self.slots[i] = Some(class);
         let i = u16::try_from(i).expect("bounded above");
-        self.by_filter.insert(filter.clone(), i);
+        self.by_filter.insert(key, i);
         Some((HostClass(i), true))
     }
 
@@ -121,7 +133,7 @@ impl Classes {
         let Some(class) = slot.as_mut() else { return };
         class.holders -= 1;
         if class.holders == 0 {
-            self.by_filter.remove(&class.filter);
+            self.by_filter.remove(&(class.filter.clone(), class.layout));
             *slot = None;
         }
     }
@@ -150,16 +162,16 @@ impl Classes {
         }
     }
 
-    /// A host's usability, attributes or free capacity changed from `before` to `after`
-    /// (`(usable, free)`); `attrs_changed` asks for its eligibility to be judged again. Every
+    /// A host's usability, attributes or free capacity changed from `before` to `after`;
+    /// `attrs_changed` asks for its eligibility to be judged again. Every
     /// class with sums of its own takes the difference along `path` (the host's domain and its
     /// ancestors); a class that starts excluding a usable host gets sums of its own.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn host_changed(
         &mut self,
         host: HostId,
-        before: (bool, Resources),
-        after: (bool, Resources),
+        before: HostView,
+        after: HostView,
         attrs_changed: bool,
         path: &[u32],
         topo: &Topology,
@@ -172,12 +184,13 @@ impl Classes {
                 class.admits[h] = class.filter.admits(&hosts[h].attrs);
             }
             let now = class.admits[h];
-            class.excluded -= usize::from(before.0 && !was);
-            class.excluded += usize::from(after.0 && !now);
+            class.excluded -= usize::from(before.usable && !was);
+            class.excluded += usize::from(after.usable && !now);
             match class.free.as_mut() {
                 Some(free) => {
-                    let old = if was { before.1 } else { Resources::ZERO };
-                    let new = if now { after.1 } else { Resources::ZERO };
+                    let state = &hosts[h];
+                    let old = if was { offered(state, before, class.layout) } else { Resources::ZERO };
+                    let new = if now { offered(state, after, class.layout) } else { Resources::ZERO };
                     if old != new {
                         for &d in path {
                             let f = &mut free[d as usize];
@@ -189,7 +202,7 @@ impl Classes {
                     }
                 }
                 None if class.excluded > 0 => {
-                    class.free = Some(sums(topo, hosts, &class.admits, topo.domain_count()));
+                    class.free = Some(sums(topo, hosts, &class.admits, None, topo.domain_count()));
                 }
                 None => {}
             }
@@ -208,8 +221,10 @@ impl Classes {
         if class.capacity.as_ref().is_none_or(|(g, _)| *g != generation) {
             let mut cap = vec![Resources::ZERO; topo.domain_count()];
             for h in topo.hosts() {
-                if class.admits[h.0 as usize] && !hosts[h.0 as usize].gone {
-                    add_up(topo, &mut cap, topo.host_domain(h), topo.host_capacity(h));
+                let state = &hosts[h.0 as usize];
+                if class.admits[h.0 as usize] && !state.gone {
+                    let empty = HostView { usable: true, free: topo.host_capacity(h), gpus_taken: 0 };
+                    add_up(topo, &mut cap, topo.host_domain(h), offered(state, empty, class.layout));
                 }
             }
             class.capacity = Some((generation, cap));
@@ -228,13 +243,21 @@ impl Classes {
     }
 }
 
-/// Free capacity per domain of the usable hosts `admits` lets in, from scratch.
-pub(crate) fn sums(topo: &Topology, hosts: &[HostState], admits: &[bool], domains: usize) -> Vec<Resources> {
+/// Free capacity per domain of the usable hosts `admits` lets in, as a class of `layout` sees
+/// it, from scratch.
+pub(crate) fn sums(
+    topo: &Topology,
+    hosts: &[HostState],
+    admits: &[bool],
+    layout: Option<LayoutNeed>,
+    domains: usize,
+) -> Vec<Resources> {
     let mut free = vec![Resources::ZERO; domains];
     for h in topo.hosts() {
         let state = &hosts[h.0 as usize];
         if admits[h.0 as usize] && state.usable() {
-            add_up(topo, &mut free, topo.host_domain(h), state.free(topo.host_capacity(h)));
+            let view = state.view(topo.host_capacity(h));
+            add_up(topo, &mut free, topo.host_domain(h), offered(state, view, layout));
         }
     }
     free

@@ -48,10 +48,31 @@ pub struct CanonicalHost {
     pub usable: bool,
 }
 
+/// What the views read of a host at one moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HostView {
+    /// Offered to gangs.
+    pub(crate) usable: bool,
+    /// Free capacity (zero while not usable).
+    pub(crate) free: Resources,
+    /// GPU indices gangs hold.
+    pub(crate) gpus_taken: u64,
+}
+
+impl HostView {
+    /// A host no view counts.
+    pub(crate) const NONE: HostView = HostView { usable: false, free: Resources::ZERO, gpus_taken: 0 };
+}
+
 impl HostState {
     /// Free capacity given the host's capacity (zero while it is not usable).
     pub(crate) fn free(&self, capacity: Resources) -> Resources {
         if self.usable() { capacity.saturating_sub(&self.used.saturating_add(&self.foreign)) } else { Resources::ZERO }
+    }
+
+    /// What the views read of it now.
+    pub(crate) fn view(&self, capacity: Resources) -> HostView {
+        HostView { usable: self.usable(), free: self.free(capacity), gpus_taken: self.gpus_taken }
     }
 }
 
@@ -64,27 +85,29 @@ impl Cluster {
     fn update_host_with(&mut self, host: HostId, attrs_changed: bool, change: impl FnOnce(&mut HostState)) {
         let capacity = self.topo.host_capacity(host);
         let state = &mut self.hosts[host.0 as usize];
-        let before = (state.usable(), state.free(capacity));
+        let before = state.view(capacity);
         change(state);
-        let after = (state.usable(), state.free(capacity));
+        let after = state.view(capacity);
         self.apply(host, before, after, attrs_changed);
     }
 
-    /// Moves the views from `before` to `after` (`(usable, free)`) along the host's path.
-    fn apply(&mut self, host: HostId, before: (bool, Resources), after: (bool, Resources), attrs_changed: bool) {
+    /// Moves the views from `before` to `after` along the host's path.
+    pub(super) fn apply(&mut self, host: HostId, before: HostView, after: HostView, attrs_changed: bool) {
         if before == after && !attrs_changed {
             return;
         }
         let path = self.path_of(host);
-        if before.1 != after.1 {
+        if before.free != after.free {
             for &d in &path {
                 let f = &mut self.free[d as usize];
-                *f =
-                    f.checked_sub(&before.1).expect("a domain holds its hosts' free capacity").saturating_add(&after.1);
+                *f = f
+                    .checked_sub(&before.free)
+                    .expect("a domain holds its hosts' free capacity")
+                    .saturating_add(&after.free);
             }
         }
         self.classes.host_changed(host, before, after, attrs_changed, &path, &self.topo, &self.hosts);
-        if !before.1.covers(&after.1) || (after.0 && !before.0) || attrs_changed {
+        if !before.free.covers(&after.free) || (after.usable && !before.usable) || attrs_changed {
             self.epoch += 1;
         }
     }
@@ -99,7 +122,7 @@ impl Cluster {
         path
     }
 
-    fn structure_changed(&mut self) {
+    pub(super) fn structure_changed(&mut self) {
         self.generation += 1;
         self.epoch += 1;
         self.classes.structure_changed();
@@ -157,20 +180,25 @@ impl Cluster {
             }
             // Out of the old path's sums, into the new one's.
             let capacity = self.topo.host_capacity(host);
-            let state = &self.hosts[host.0 as usize];
-            let before = (state.usable(), state.free(capacity));
-            self.apply(host, before, (false, Resources::ZERO), false);
+            let before = self.hosts[host.0 as usize].view(capacity);
+            self.apply(host, before, HostView::NONE, false);
             self.topo.move_host(host, &spec.path)?;
             let domains = self.topo.domain_count();
             self.free.resize(domains, Resources::ZERO);
             self.classes.grow_domains(domains);
-            self.apply(host, (false, Resources::ZERO), before, false);
+            self.apply(host, HostView::NONE, before, false);
         }
         if self.topo.host_capacity(host) != spec.capacity {
             let state = &self.hosts[host.0 as usize];
-            let before = (state.usable(), state.free(self.topo.host_capacity(host)));
+            let before = state.view(self.topo.host_capacity(host));
+            if state.gpus.as_ref().is_some_and(|g| u64::from(g.layout().gpu_count()) != spec.capacity.gpus) {
+                // A layout for another GPU count no longer describes the host.
+                self.apply(host, before, HostView::NONE, false);
+                self.hosts[host.0 as usize].gpus = None;
+                self.apply(host, HostView::NONE, before, false);
+            }
             self.topo.set_host_capacity(host, spec.capacity);
-            let after = (state.usable(), state.free(spec.capacity));
+            let after = self.hosts[host.0 as usize].view(spec.capacity);
             self.apply(host, before, after, false);
         }
         self.topo.set_host_flavor(host, spec.flavor.as_deref());
@@ -337,7 +365,7 @@ impl Cluster {
         let live: Vec<usize> =
             (0..domains).filter(|&d| topo.depth(crate::DomainId(d as u32)) != crate::model::DEAD_DEPTH).collect();
         let all = vec![true; topo.host_slots()];
-        let base = super::classes::sums(topo, &self.hosts, &all, domains);
+        let base = super::classes::sums(topo, &self.hosts, &all, None, domains);
         for &d in &live {
             let have = topo.capacity(crate::DomainId(d as u32));
             if have != capacity[d] {
@@ -349,7 +377,7 @@ impl Cluster {
         }
         for c in self.classes.in_use().filter(|&c| self.classes.has_own_sums(c)) {
             let admits: Vec<bool> = (0..topo.host_slots()).map(|h| self.classes.admits(c, HostId(h as u32))).collect();
-            let want = super::classes::sums(topo, &self.hosts, &admits, domains);
+            let want = super::classes::sums(topo, &self.hosts, &admits, self.classes.layout(c), domains);
             let have = self.classes.free(c, &self.free);
             if let Some(&d) = live.iter().find(|&&d| want[d] != have[d]) {
                 return Err(format!("class {c:?}, domain {d}: free {} but its hosts have {}", have[d], want[d]));
@@ -358,7 +386,7 @@ impl Cluster {
         Ok(())
     }
 
-    fn check_live(&self, host: HostId) -> Result<()> {
+    pub(super) fn check_live(&self, host: HostId) -> Result<()> {
         if self.topo.is_host(host) {
             return Ok(());
         }
@@ -366,7 +394,7 @@ impl Cluster {
         Err(InputError::invalid(self.topo.name(), None, "host", message).into())
     }
 
-    fn check_open_txns(&self) {
+    pub(super) fn check_open_txns(&self) {
         debug_assert_eq!(self.open_txns, 0, "the cluster changes between transactions, never inside one");
     }
 }

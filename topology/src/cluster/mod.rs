@@ -10,19 +10,24 @@
 //! backwards, so a gang that does not fully fit leaves no trace.
 
 mod classes;
+mod gpus;
 mod live;
 
 pub use classes::HostClass;
 pub use live::{CanonicalHost, HostSpec, Removal};
 
 use classes::Classes;
+use gpus::per_host_with_gpus;
+
+use std::sync::Arc;
 
 use crate::eligibility::{HostAttrs, HostFilter};
+use crate::intra_node::{GpuGroups, HostLayout};
 use crate::placement::{
     self, CostModel, Demand, Explanation, JointOptions, JointPlacement, JointRequest, PlacedSet, Placement,
     PlacementFailure, PlacementPolicy, PlacementRequest, SearchPath,
 };
-use crate::{ClusterSpec, DomainId, Error, HostId, Resources, Result, Topology};
+use crate::{ClusterSpec, DomainId, Error, HostId, LayoutNeed, Resources, Result, Topology};
 
 /// A mark in the journal; pass it back to [`Cluster::rollback`] or [`Cluster::commit`].
 #[derive(Debug)]
@@ -33,10 +38,11 @@ pub struct Txn {
     epoch: u64,
 }
 
+/// A journaled change: the host, the amount, and the GPU indices (a mask) it concerned.
 #[derive(Clone, Copy, Debug)]
 enum Change {
-    Allocated(HostId, Resources),
-    Released(HostId, Resources),
+    Allocated(HostId, Resources, u64),
+    Released(HostId, Resources, u64),
 }
 
 /// What the cluster knows of one host besides its place in the tree.
@@ -52,6 +58,10 @@ pub(crate) struct HostState {
     pub(crate) gone: bool,
     /// What eligibility is decided on.
     pub(crate) attrs: HostAttrs,
+    /// The host's GPU layout, when known: pods placed here get GPU indices.
+    pub(crate) gpus: Option<Arc<GpuGroups>>,
+    /// GPU indices gangs hold here (bit `i` = GPU `i`).
+    pub(crate) gpus_taken: u64,
 }
 
 impl HostState {
@@ -129,8 +139,19 @@ impl Cluster {
         &self.free
     }
 
-    /// Parses, validates and builds a cluster from YAML.
+    /// Parses, validates and builds a cluster from YAML; `intra_node` names must be built-in
+    /// layouts (see [`Cluster::from_yaml_with`] for layouts read from files).
     pub fn from_yaml(text: &str, source_name: &str) -> Result<Cluster> {
+        Cluster::from_yaml_with(text, source_name, |_| None)
+    }
+
+    /// [`Cluster::from_yaml`], with `layout` resolving an `intra_node` name that is no built-in
+    /// layout (the caller reads the NCCL topology file it names); `None` for an unknown name.
+    pub fn from_yaml_with(
+        text: &str,
+        source_name: &str,
+        layout: impl Fn(&str) -> Option<std::result::Result<HostLayout, String>>,
+    ) -> Result<Cluster> {
         let written = ClusterSpec::from_yaml(text, source_name)?;
         let spec = written.resolve(source_name)?;
         let mut cluster = Cluster::new(Topology::build(&spec)?);
@@ -142,6 +163,7 @@ impl Cluster {
                 attrs.labels = labels;
             }
         }
+        cluster.set_layouts(&written, source_name, layout)?;
         Ok(cluster)
     }
 
@@ -197,51 +219,68 @@ impl Cluster {
 
     /// Takes `amount` from a host for a gang; it must be free.
     pub fn allocate(&mut self, host: HostId, amount: Resources) -> Result<()> {
+        self.allocate_gpus(host, amount, 0)
+    }
+
+    /// Takes `amount` and the GPU indices of `gpus` (a mask) from a host; both must be free.
+    fn allocate_gpus(&mut self, host: HostId, amount: Resources, gpus: u64) -> Result<()> {
         let free = self.host_free(host);
-        if !free.covers(&amount) {
+        if !free.covers(&amount) || self.hosts[host.0 as usize].gpus_taken & gpus != 0 {
             return Err(Error::Overcommit { host: self.topo.host_name(host).to_string(), free, asked: amount });
         }
-        self.shift_used(host, amount, true);
+        self.shift_used(host, amount, gpus, true);
         if self.open_txns > 0 {
-            self.journal.push(Change::Allocated(host, amount));
+            self.journal.push(Change::Allocated(host, amount, gpus));
         }
         Ok(())
     }
 
     /// Gives back `amount` a gang held on a host.
     pub fn release(&mut self, host: HostId, amount: Resources) -> Result<()> {
+        self.release_pods(host, amount, 0)
+    }
+
+    /// Gives back `amount` and the GPU indices of `gpus` (a mask) that a gang held on a host.
+    pub fn release_pods(&mut self, host: HostId, amount: Resources, gpus: u64) -> Result<()> {
         let state = &self.hosts[host.0 as usize];
-        if !state.used.covers(&amount) {
+        if !state.used.covers(&amount) || state.gpus_taken & gpus != gpus {
             let capacity = self.topo.host_capacity(host);
             return Err(Error::OverRelease { host: self.topo.host_name(host).to_string(), capacity, released: amount });
         }
-        self.shift_used(host, amount, false);
+        self.shift_used(host, amount, gpus, false);
         if self.open_txns > 0 {
-            self.journal.push(Change::Released(host, amount));
+            self.journal.push(Change::Released(host, amount, gpus));
         }
         Ok(())
     }
 
-    fn shift_used(&mut self, host: HostId, amount: Resources, take: bool) {
+    fn shift_used(&mut self, host: HostId, amount: Resources, gpus: u64, take: bool) {
         self.modify_host(host, |s| {
-            s.used = if take {
-                s.used.checked_add(&amount).expect("usage fits in u64")
+            if take {
+                s.used = s.used.checked_add(&amount).expect("usage fits in u64");
+                s.gpus_taken |= gpus;
             } else {
-                s.used.checked_sub(&amount).expect("checked by the caller")
-            };
+                s.used = s.used.checked_sub(&amount).expect("checked by the caller");
+                s.gpus_taken &= !gpus;
+            }
         });
     }
 
-    /// Allocates every pod of a placement, all or nothing.
-    pub fn allocate_placement(&mut self, placement: &Placement) -> Result<()> {
+    /// Allocates every pod of a placement, all or nothing, and gives each pod on a host whose
+    /// GPU layout is known its GPU indices ([`Placement::gpus`]): the pods of the gang's layout
+    /// first, each inside one group as it asks, then the others by the locality rule of
+    /// [`GpuGroups::pick`].
+    pub fn allocate_placement(&mut self, placement: &mut Placement) -> Result<()> {
+        let gpus = self.assign_gpus(placement)?;
         let txn = self.begin();
-        for (host, amount) in placement.per_host_usage() {
-            if let Err(e) = self.allocate(host, amount) {
+        for (host, amount, mask) in per_host_with_gpus(placement, &gpus) {
+            if let Err(e) = self.allocate_gpus(host, amount, mask) {
                 self.rollback(txn);
                 return Err(e);
             }
         }
         self.commit(txn);
+        placement.gpus = gpus;
         Ok(())
     }
 
@@ -250,16 +289,16 @@ impl Cluster {
     /// meanwhile. Hosts whose usage then exceeds their capacity are listed by
     /// [`Cluster::overcommitted`].
     pub fn charge_placement(&mut self, placement: &Placement) {
-        for (host, amount) in placement.per_host_usage() {
-            self.shift_used(host, amount, true);
+        for (host, amount, mask) in per_host_with_gpus(placement, &placement.gpus) {
+            self.shift_used(host, amount, mask, true);
         }
     }
 
-    /// Releases every pod of a placement, all or nothing.
+    /// Releases every pod of a placement (and the GPU indices it was given), all or nothing.
     pub fn release_placement(&mut self, placement: &Placement) -> Result<()> {
         let txn = self.begin();
-        for (host, amount) in placement.per_host_usage() {
-            if let Err(e) = self.release(host, amount) {
+        for (host, amount, mask) in per_host_with_gpus(placement, &placement.gpus) {
+            if let Err(e) = self.release_pods(host, amount, mask) {
                 self.rollback(txn);
                 return Err(e);
             }
@@ -278,8 +317,8 @@ impl Cluster {
     pub fn rollback(&mut self, txn: Txn) {
         while self.journal.len() > txn.journal_len {
             match self.journal.pop().expect("length checked") {
-                Change::Allocated(h, r) => self.shift_used(h, r, false),
-                Change::Released(h, r) => self.shift_used(h, r, true),
+                Change::Allocated(h, r, g) => self.shift_used(h, r, g, false),
+                Change::Released(h, r, g) => self.shift_used(h, r, g, true),
             }
         }
         self.epoch = txn.epoch;
@@ -303,7 +342,14 @@ impl Cluster {
     /// Costs O(hosts) the first time a filter is seen.
     /// `None` when 65,535 distinct filters are held already.
     pub fn class_of(&mut self, filter: &HostFilter) -> Option<HostClass> {
-        let (class, new) = self.classes.acquire(filter, &self.topo, &self.hosts, &self.free)?;
+        self.class_for(filter, None)
+    }
+
+    /// The class of gangs whose pods carry `filter` and whose GPU layout asks `layout` of each
+    /// host: its hosts offer only the GPUs such pods can use ([`GpuGroups::packable`]), so every
+    /// placement search sees exactly how many of those pods a host holds.
+    pub fn class_for(&mut self, filter: &HostFilter, layout: Option<LayoutNeed>) -> Option<HostClass> {
+        let (class, new) = self.classes.acquire(filter, layout, &self.topo, &self.hosts, &self.free)?;
         if new {
             // Answers cached by request (which names the class by index) are about another filter.
             self.generation += 1;
@@ -340,7 +386,25 @@ impl Cluster {
     ) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
         let free = self.classes.free(request.hosts, &self.free);
-        placement::place(&self.topo, free, request, policy, &self.model, &mut self.scratch)
+        let found = placement::place(&self.topo, free, request, policy, &self.model, &mut self.scratch);
+        self.stamp(request.hosts, found)
+    }
+
+    /// Marks a placement with the GPU layout of the class it was found for.
+    fn stamp<F>(
+        &self,
+        class: HostClass,
+        found: std::result::Result<Placement, F>,
+    ) -> std::result::Result<Placement, F> {
+        found.map(|mut p| {
+            p.layout = self.classes.layout(class);
+            p
+        })
+    }
+
+    /// The GPU layout gangs of `class` ask of each host.
+    pub fn class_layout(&self, class: HostClass) -> Option<LayoutNeed> {
+        self.classes.layout(class)
     }
 
     /// Finds room for a gang inside the subtree of `domain` only (greedy), without allocating:
@@ -352,7 +416,9 @@ impl Cluster {
     ) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
         let free = self.classes.free(request.hosts, &self.free);
-        placement::greedy::place_under(&self.topo, free, request, domain, &self.model, &mut self.scratch.greedy)
+        let found =
+            placement::greedy::place_under(&self.topo, free, request, domain, &self.model, &mut self.scratch.greedy);
+        self.stamp(request.hosts, found)
     }
 
     /// The labels and taints a host was last given, if it is part of the cluster.
@@ -452,8 +518,9 @@ impl Cluster {
     fn place_joint_exactly(&mut self, request: &JointRequest) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
         let free = self.classes.free(request.hosts, &self.free);
-        placement::joint_exact::place(&self.topo, free, request, &self.model, &mut self.scratch.greedy)
-            .map(|p| p.into_placement(request))
+        let found = placement::joint_exact::place(&self.topo, free, request, &self.model, &mut self.scratch.greedy)
+            .map(|p| p.into_placement(request));
+        self.stamp(request.hosts, found)
     }
 
     /// Finds where a gang would go on the empty cluster (every host of its class, usable or not,
@@ -483,8 +550,10 @@ impl Cluster {
     ) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
         let free = self.classes.free(request.hosts, &self.free);
-        placement::joint::greedy_under(&self.topo, free, request, root, &self.model, &mut self.scratch.greedy)
-            .map(|p| p.into_placement(request))
+        let found =
+            placement::joint::greedy_under(&self.topo, free, request, root, &self.model, &mut self.scratch.greedy)
+                .map(|p| p.into_placement(request));
+        self.stamp(request.hosts, found)
     }
 }
 

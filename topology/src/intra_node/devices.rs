@@ -15,7 +15,10 @@
 //! The result's [`Locality`] is the innermost group that holds every assigned GPU; by step 1 a
 //! request gets [`Locality::Switch`] whenever some switch has `k` free GPUs.
 
+use std::sync::Arc;
+
 use super::HostLayout;
+use crate::request::GpuLayout;
 
 /// The innermost group holding every GPU of an assignment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -62,31 +65,22 @@ pub enum ReleaseError {
 /// The GPUs of one host and which of them are free.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostDevices {
-    layout: HostLayout,
+    groups: GpuGroups,
     /// Bit `i` set = GPU `i` free.
     free: u64,
-    /// Per NUMA node, per switch: the switch's GPUs as a bit mask.
-    switch_masks: Vec<Vec<u64>>,
-    /// Per NUMA node: its GPUs as a bit mask.
-    numa_masks: Vec<u64>,
 }
 
 impl HostDevices {
     /// A host with every GPU free.
     pub fn new(layout: HostLayout) -> HostDevices {
-        let switch_masks: Vec<Vec<u64>> = layout
-            .numa()
-            .iter()
-            .map(|n| n.switches.iter().map(|s| s.gpus.iter().fold(0, |m, &g| m | bit(g))).collect())
-            .collect();
-        let numa_masks = switch_masks.iter().map(|s| s.iter().fold(0, |m, x| m | x)).collect();
-        let free = (0..layout.gpu_count()).fold(0, |m, g| m | bit(g));
-        HostDevices { layout, free, switch_masks, numa_masks }
+        let groups = GpuGroups::new(Arc::new(layout));
+        let free = groups.all();
+        HostDevices { groups, free }
     }
 
     /// The host's layout.
     pub fn layout(&self) -> &HostLayout {
-        &self.layout
+        self.groups.layout()
     }
 
     /// Free GPUs as a bit mask (bit `i` = GPU `i`).
@@ -101,58 +95,31 @@ impl HostDevices {
 
     /// Whether GPU `gpu` exists and is free.
     pub fn is_free(&self, gpu: u8) -> bool {
-        gpu < self.layout.gpu_count() && self.free & bit(gpu) != 0
+        gpu < self.layout().gpu_count() && self.free & bit(gpu) != 0
     }
 
     /// Free GPUs of switch `switch` of NUMA node `numa` (indices into [`HostLayout::numa`]);
     /// 0 for indices out of range.
     pub fn free_on_switch(&self, numa: usize, switch: usize) -> u8 {
-        self.switch_masks.get(numa).and_then(|s| s.get(switch)).map_or(0, |m| count(self.free & m))
+        self.groups.switch_mask(numa, switch).map_or(0, |m| count(self.free & m))
     }
 
     /// Free GPUs of NUMA node `numa` (index into [`HostLayout::numa`]); 0 when out of range.
     pub fn free_on_numa(&self, numa: usize) -> u8 {
-        self.numa_masks.get(numa).map_or(0, |m| count(self.free & m))
+        self.groups.numa_masks.get(numa).map_or(0, |m| count(self.free & m))
     }
 
     /// Assigns `gpus` GPUs by the rule in the module docs. `None` when fewer are free, or
     /// when `gpus` is 0 (a pod without GPUs needs no device assignment); nothing changes then.
     pub fn assign(&mut self, gpus: u8) -> Option<DeviceAssignment> {
-        let want = u32::from(gpus);
-        if want == 0 || want > self.free.count_ones() {
-            return None;
-        }
-        let free = self.free;
-        let flat_switches: Vec<u64> = self.switch_masks.iter().flatten().copied().collect();
-        let chosen = if let Some(i) = best_fit(&flat_switches, free, want) {
-            take_lowest(free & flat_switches[i], want)
-        } else if let Some(n) = best_fit(&self.numa_masks, free, want) {
-            self.fill_numa(n, want)
-        } else {
-            spread(&self.numa_masks, free, want, |n, rest| self.fill_numa(n, rest))
-        };
-        if chosen.count_ones() != want || chosen & !free != 0 {
-            // Unreachable when the free count covers the request; refuse rather than hand out
-            // a wrong set.
-            return None;
-        }
+        let chosen = self.groups.pick(self.free, gpus)?;
         self.free &= !chosen;
-        let gpus: Vec<u8> = (0..self.layout.gpu_count()).filter(|&g| chosen & bit(g) != 0).collect();
-        let mut nics: Vec<String> = Vec::new();
-        for &g in &gpus {
-            for nic in self.layout.nics_near(g) {
-                if !nics.contains(nic) {
-                    nics.push(nic.clone());
-                }
-            }
-        }
-        let locality = self.locality(&gpus);
-        Some(DeviceAssignment { gpus, nics, locality })
+        Some(self.groups.describe(chosen))
     }
 
     /// Frees the GPUs of `a`. Checks every GPU first, so on error nothing changes.
     pub fn release(&mut self, a: &DeviceAssignment) -> Result<(), ReleaseError> {
-        let gpu_count = self.layout.gpu_count();
+        let gpu_count = self.layout().gpu_count();
         let mut mask = 0u64;
         for &gpu in &a.gpus {
             if gpu >= gpu_count {
@@ -166,21 +133,135 @@ impl HostDevices {
         self.free |= mask;
         Ok(())
     }
+}
 
-    /// `want` free GPUs of NUMA node `numa`, spread over as few of its switches as possible.
-    fn fill_numa(&self, numa: usize, want: u32) -> u64 {
-        let switches = &self.switch_masks[numa];
-        spread(switches, self.free, want, |s, rest| take_lowest(self.free & switches[s], rest))
+/// The groups of one host's GPUs as bit masks, for choosing GPUs out of any free set: what a
+/// cluster keeps per host (shared by every host of one layout) to give pods GPU indices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuGroups {
+    layout: Arc<HostLayout>,
+    /// Every switch's GPUs, NUMA node after NUMA node.
+    switch_masks: Vec<u64>,
+    /// Where each NUMA node's switches start in `switch_masks` (one more entry at the end).
+    switch_start: Vec<usize>,
+    /// Per NUMA node: its GPUs.
+    numa_masks: Vec<u64>,
+}
+
+impl GpuGroups {
+    /// The groups of a layout.
+    pub fn new(layout: Arc<HostLayout>) -> GpuGroups {
+        let mut switch_masks = Vec::new();
+        let mut switch_start = vec![0];
+        let mut numa_masks = Vec::new();
+        for numa in layout.numa() {
+            let masks: Vec<u64> = numa.switches.iter().map(|s| s.gpus.iter().fold(0, |m, &g| m | bit(g))).collect();
+            numa_masks.push(masks.iter().fold(0, |m, x| m | x));
+            switch_masks.extend(masks);
+            switch_start.push(switch_masks.len());
+        }
+        GpuGroups { layout, switch_masks, switch_start, numa_masks }
     }
 
-    /// The innermost group holding all of `gpus` (all exist: they were just assigned).
-    fn locality(&self, gpus: &[u8]) -> Locality {
-        let at: Vec<(usize, usize)> = gpus.iter().filter_map(|&g| self.layout.gpu(g)).map(|g| g.at).collect();
-        match at.first() {
-            Some(first) if at.iter().all(|a| a == first) => Locality::Switch,
-            Some(first) if at.iter().all(|a| a.0 == first.0) => Locality::Numa,
-            _ => Locality::Host,
+    /// The layout.
+    pub fn layout(&self) -> &HostLayout {
+        &self.layout
+    }
+
+    /// Every GPU of the host as a mask.
+    pub fn all(&self) -> u64 {
+        (0..self.layout.gpu_count()).fold(0, |m, g| m | bit(g))
+    }
+
+    fn switch_mask(&self, numa: usize, switch: usize) -> Option<u64> {
+        let start = *self.switch_start.get(numa)?;
+        let end = *self.switch_start.get(numa + 1)?;
+        (start + switch < end).then(|| self.switch_masks[start + switch])
+    }
+
+    fn switches_of(&self, numa: usize) -> &[u64] {
+        &self.switch_masks[self.switch_start[numa]..self.switch_start[numa + 1]]
+    }
+
+    /// `gpus` GPUs out of `free` by the rule in the module docs; `None` when fewer are free or
+    /// `gpus` is 0.
+    pub fn pick(&self, free: u64, gpus: u8) -> Option<u64> {
+        let want = u32::from(gpus);
+        let free = free & self.all();
+        if want == 0 || want > free.count_ones() {
+            return None;
         }
+        let chosen = if let Some(i) = best_fit(&self.switch_masks, free, want) {
+            take_lowest(free & self.switch_masks[i], want)
+        } else if let Some(n) = best_fit(&self.numa_masks, free, want) {
+            self.fill_numa(free, n, want)
+        } else {
+            spread(&self.numa_masks, free, want, |n, rest| self.fill_numa(free, n, rest))
+        };
+        // Unreachable when the free count covers the request; refuse rather than hand out a
+        // wrong set.
+        (chosen.count_ones() == want && chosen & !free == 0).then_some(chosen)
+    }
+
+    /// `gpus` GPUs out of `free`, all inside one group of `within` (best fit among such groups,
+    /// as [`GpuGroups::pick`]); `None` when no such group has them.
+    pub fn pick_within(&self, free: u64, gpus: u8, within: GpuLayout) -> Option<u64> {
+        let want = u32::from(gpus);
+        let free = free & self.all();
+        if want == 0 {
+            return None;
+        }
+        let chosen = match within {
+            GpuLayout::Switch => take_lowest(free & self.switch_masks[best_fit(&self.switch_masks, free, want)?], want),
+            GpuLayout::Numa => self.fill_numa(free, best_fit(&self.numa_masks, free, want)?, want),
+        };
+        (chosen.count_ones() == want).then_some(chosen)
+    }
+
+    /// How many pods of `gpus` GPUs each fit in `free` with every pod inside one group of
+    /// `within`: exact, since each group holds its share independently.
+    pub fn packable(&self, free: u64, gpus: u8, within: GpuLayout) -> u64 {
+        let want = u32::from(gpus);
+        if want == 0 {
+            return 0;
+        }
+        let groups = match within {
+            GpuLayout::Switch => &self.switch_masks,
+            GpuLayout::Numa => &self.numa_masks,
+        };
+        groups.iter().map(|m| u64::from((free & m).count_ones() / want)).sum()
+    }
+
+    /// The assignment a mask of GPUs stands for: its GPUs, the NICs near them, its locality.
+    pub fn describe(&self, mask: u64) -> DeviceAssignment {
+        let gpus: Vec<u8> = (0..self.layout.gpu_count()).filter(|&g| mask & bit(g) != 0).collect();
+        let mut nics: Vec<String> = Vec::new();
+        for &g in &gpus {
+            for nic in self.layout.nics_near(g) {
+                if !nics.contains(nic) {
+                    nics.push(nic.clone());
+                }
+            }
+        }
+        let locality = self.locality(mask);
+        DeviceAssignment { gpus, nics, locality }
+    }
+
+    /// The innermost group holding every GPU of `mask` (`Switch` for an empty mask).
+    pub fn locality(&self, mask: u64) -> Locality {
+        if mask == 0 || self.switch_masks.iter().any(|s| mask & !s == 0) {
+            Locality::Switch
+        } else if self.numa_masks.iter().any(|n| mask & !n == 0) {
+            Locality::Numa
+        } else {
+            Locality::Host
+        }
+    }
+
+    /// `want` free GPUs of NUMA node `numa`, spread over as few of its switches as possible.
+    fn fill_numa(&self, free: u64, numa: usize, want: u32) -> u64 {
+        let switches = self.switches_of(numa);
+        spread(switches, free, want, |s, rest| take_lowest(free & switches[s], rest))
     }
 }
 

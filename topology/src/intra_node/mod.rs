@@ -10,7 +10,8 @@
 //! dump NCCL writes with `NCCL_TOPO_DUMP_FILE`); [`builtin`] returns the layouts of three
 //! cloud SKUs shipped with trainyard and [`flat`] one for hosts without a known layout.
 //! [`HostDevices`] hands out GPUs of one host so that a pod's GPUs share as small a group as
-//! possible.
+//! possible; [`GpuGroups`] does the same over any free set, which is how a cluster whose hosts
+//! carry a layout gives every pod of a gang its GPU indices.
 //!
 //! GPU numbering: GPUs are numbered `0..n` in ascending PCI bus id order, compared
 //! numerically as (domain, bus, device, function). This is the order CUDA uses with
@@ -24,7 +25,7 @@
 mod devices;
 mod xml;
 
-pub use devices::{DeviceAssignment, HostDevices, Locality, ReleaseError};
+pub use devices::{DeviceAssignment, GpuGroups, HostDevices, Locality, ReleaseError};
 pub use xml::{NcclXmlError, parse_nccl_xml};
 
 /// Most GPUs one host may have: the allocator keeps its free set in a `u64`.

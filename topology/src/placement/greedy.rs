@@ -186,7 +186,17 @@ pub(crate) fn finish(
         }
     }
     let sets = vec![super::PlacedSet { pods: u32::try_from(hosts.len()).unwrap_or(u32::MAX), pod }];
-    let mut placement = Placement { hosts, sets, domain, depth: topo.depth(domain), cost: 0, path, lower_bound: None };
+    let mut placement = Placement {
+        hosts,
+        sets,
+        domain,
+        depth: topo.depth(domain),
+        cost: 0,
+        path,
+        lower_bound: None,
+        layout: None,
+        gpus: Vec::new(),
+    };
     placement.cost = model.cost(topo, free, pod, &placement.per_host());
     placement
 }

@@ -66,6 +66,8 @@ impl JointPlacement {
             cost: self.cost,
             path: self.path,
             lower_bound: self.lower_bound,
+            layout: None,
+            gpus: Vec::new(),
         }
     }
 

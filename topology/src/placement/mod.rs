@@ -101,6 +101,12 @@ pub struct Placement {
     /// A proven lower bound on the cost of any placement of this request; equal to `cost`
     /// when the answer is known to be optimal, `None` when no bound was computed.
     pub lower_bound: Option<u64>,
+    /// The GPU layout the gang's pods of that many GPUs ask for (from its eligibility class).
+    pub layout: Option<crate::LayoutNeed>,
+    /// GPU indices of pod `i` as a mask (bit `g` = GPU `g`), given by
+    /// [`crate::Cluster::allocate_placement`] on hosts whose layout is known; empty when no pod
+    /// got any, 0 for a pod that got none.
+    pub gpus: Vec<u64>,
 }
 
 impl Placement {

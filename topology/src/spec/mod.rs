@@ -8,6 +8,7 @@
 //!   node: {gpus: 8, cpus: 64, memory_gib: 512}
 //!   total_gpus: 500                # optional: stop once this many GPUs exist
 //!   flavor: h100                   # optional: the GPU model, for queues bound to one
+//!   intra_node: azure-ndv5         # optional: GPU layout inside each node (SKU or NCCL XML file)
 //! ```
 //! or, instead of `generate`, an explicit list:
 //! ```yaml
@@ -60,6 +61,10 @@ pub struct GenerateSpec {
     /// GPU flavor (model) of every generated node, e.g. `h100`.
     #[serde(default)]
     pub flavor: Option<String>,
+    /// GPU layout inside every generated node (PCIe switches, NUMA nodes): a built-in SKU
+    /// (`azure-ndv4`, `azure-ndv5`, `aws-p4d`) or an NCCL topology file; pods then get GPU indices.
+    #[serde(default)]
+    pub intra_node: Option<String>,
 }
 
 /// Resources of one node, in the units admins think in.
@@ -112,6 +117,9 @@ pub struct NodeSpec {
     /// Node labels, for the selectors and affinities of pods (e.g. GKE's TPU labels).
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// GPU layout inside the node, as for `generate.intra_node`.
+    #[serde(default)]
+    pub intra_node: Option<String>,
 }
 
 /// A node ready to be put into the graph: its path of domain names and its capacity.
@@ -158,6 +166,25 @@ impl ClusterSpec {
                 (path, n.value.labels.clone())
             })
             .collect()
+    }
+
+    /// `(node path or None for every generated node, layout name, line, field)` of each
+    /// `intra_node` written.
+    pub fn node_layouts(&self) -> Vec<(Option<Vec<String>>, String, Option<u64>, String)> {
+        let upper = self.levels.len().saturating_sub(1);
+        let mut out = Vec::new();
+        if let Some(g) = &self.generate
+            && let Some(name) = &g.value.intra_node
+        {
+            out.push((None, name.clone(), Some(g.referenced.line()), "generate.intra_node".to_string()));
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            let Some(name) = &n.value.intra_node else { continue };
+            let at = self.levels[..upper].iter().map(|l| n.value.at.get(l.value.trim()).cloned().unwrap_or_default());
+            let path = at.chain(std::iter::once(n.value.name.clone())).collect();
+            out.push((Some(path), name.clone(), Some(n.referenced.line()), format!("nodes[{i}].intra_node")));
+        }
+        out
     }
 
     /// Checks the description and expands it into a flat node list.

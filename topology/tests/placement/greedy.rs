@@ -91,14 +91,14 @@ proptest! {
             .max();
         let before: Vec<Resources> = topo.hosts().map(|h| c.host_free(h)).collect();
         match c.place_with(PlacementPolicy::Greedy, &req) {
-            Ok(p) => {
+            Ok(mut p) => {
                 prop_assert_eq!(p.hosts.len(), pods as usize);
                 prop_assert_eq!(Some(p.depth), lowest_fitting_depth);
                 for &h in &p.hosts {
                     prop_assert_eq!(topo.ancestor_at(topo.host_domain(h), p.depth), p.domain);
                 }
                 // The whole gang can be allocated: no host goes negative.
-                c.allocate_placement(&p).unwrap();
+                c.allocate_placement(&mut p).unwrap();
                 c.release_placement(&p).unwrap();
             }
             Err(_) => prop_assert_eq!(lowest_fitting_depth, None, "greedy missed a domain that fits"),

@@ -2,6 +2,7 @@
 
 mod common;
 mod exact;
+mod gpu_layout;
 mod greedy;
 mod joint;
 mod torus;

@@ -179,7 +179,7 @@ proptest! {
         let d = demand(&c, &gang).unwrap();
         let free_before: Vec<Resources> = hosts.iter().map(|&h| c.host_free(h)).collect();
         match c.place_demand(&d) {
-            Ok(p) => {
+            Ok(mut p) => {
                 prop_assert_eq!(p.hosts.len() as u32, per_slice * slices_wanted);
                 let distinct: BTreeSet<HostId> = p.hosts.iter().copied().collect();
                 prop_assert_eq!(distinct.len(), p.hosts.len());
@@ -194,7 +194,7 @@ proptest! {
                     let blocks: BTreeSet<DomainId> = p.hosts.iter().map(|&h| topo.ancestor_at(topo.host_domain(h), 1)).collect();
                     prop_assert_eq!(blocks.len(), 1);
                 }
-                c.allocate_placement(&p).unwrap();
+                c.allocate_placement(&mut p).unwrap();
             }
             Err(PlacementFailure::Slices { slices, placed, .. }) => {
                 prop_assert_eq!(slices, slices_wanted);

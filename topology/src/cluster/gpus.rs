@@ -1,0 +1,165 @@
+//! GPU indices for the pods of gangs on hosts whose GPU layout is known: hosts get a layout
+//! (a built-in SKU or an NCCL topology file), allocation hands each pod its GPUs, release gives
+//! them back, and eligibility classes of a gang's layout see only the GPUs its pods can use.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::live::HostView;
+use super::{Cluster, HostState};
+use crate::intra_node::{self, GpuGroups, HostLayout};
+use crate::{ClusterSpec, Error, HostId, InputError, LayoutNeed, Placement, Resources, Result};
+
+/// What one host offers a class: `free` as it stands, or for a class of a GPU layout, GPUs only
+/// in whole pods of the layout ([`GpuGroups::packable`]), capped by the free count (which also
+/// counts GPUs of other pods, whose indices are unknown).
+pub(crate) fn offered(state: &HostState, view: HostView, layout: Option<LayoutNeed>) -> Resources {
+    let Some(need) = layout else { return view.free };
+    let k = u64::from(need.gpus);
+    let packs = state.gpus.as_ref().map_or(0, |g| g.packable(!view.gpus_taken, need.gpus, need.within));
+    Resources { gpus: packs.min(view.free.gpus / k.max(1)) * k, ..view.free }
+}
+
+impl Cluster {
+    /// Gives hosts the layouts the description names (before any class exists).
+    pub(super) fn set_layouts(
+        &mut self,
+        written: &ClusterSpec,
+        source_name: &str,
+        resolve: impl Fn(&str) -> Option<std::result::Result<HostLayout, String>>,
+    ) -> Result<()> {
+        let mut known: BTreeMap<String, Arc<GpuGroups>> = BTreeMap::new();
+        for (path, name, line, field) in written.node_layouts() {
+            let invalid = |message: String| Error::from(InputError::invalid(source_name, line, field.clone(), message));
+            let groups = match known.get(&name) {
+                Some(g) => g.clone(),
+                None => {
+                    let layout = match intra_node::builtin(&name) {
+                        Some(l) => l,
+                        None => match resolve(&name) {
+                            Some(Ok(l)) => l,
+                            Some(Err(e)) => return Err(invalid(e)),
+                            None => {
+                                return Err(invalid(format!(
+                                    "`{name}` is neither a built-in GPU layout ({}) nor an NCCL topology file",
+                                    intra_node::BUILTIN_NAMES.join(", ")
+                                )));
+                            }
+                        },
+                    };
+                    let g = Arc::new(GpuGroups::new(Arc::new(layout)));
+                    known.insert(name.clone(), g.clone());
+                    g
+                }
+            };
+            let hosts: Vec<HostId> = match &path {
+                None => self.topo.hosts().collect(),
+                Some(p) => self.topo.find_host(p).into_iter().collect(),
+            };
+            for h in hosts {
+                let have = self.topo.host_capacity(h).gpus;
+                let want = u64::from(groups.layout().gpu_count());
+                if have != want {
+                    let host = self.topo.host_name(h);
+                    return Err(invalid(format!("`{name}` has {want} GPUs but node `{host}` has {have}")));
+                }
+                self.hosts[h.0 as usize].gpus = Some(groups.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives a host a GPU layout, or takes it away; refused while gangs hold GPU indices there.
+    pub fn set_host_layout(&mut self, host: HostId, layout: Option<Arc<GpuGroups>>) -> Result<()> {
+        self.check_live(host)?;
+        self.check_open_txns();
+        let name = self.topo.host_name(host).to_string();
+        if let Some(g) = &layout
+            && u64::from(g.layout().gpu_count()) != self.topo.host_capacity(host).gpus
+        {
+            let message = format!(
+                "the layout has {} GPUs but node `{name}` has {}",
+                g.layout().gpu_count(),
+                self.topo.host_capacity(host).gpus
+            );
+            return Err(InputError::invalid(self.topo.name(), None, "intra_node", message).into());
+        }
+        if self.hosts[host.0 as usize].gpus_taken != 0 {
+            let message = format!("node `{name}`: gangs hold GPU indices there");
+            return Err(InputError::invalid(self.topo.name(), None, "intra_node", message).into());
+        }
+        // Out of every view with the old layout, back in with the new one.
+        let capacity = self.topo.host_capacity(host);
+        let before = self.hosts[host.0 as usize].view(capacity);
+        self.apply(host, before, super::live::HostView::NONE, false);
+        self.hosts[host.0 as usize].gpus = layout;
+        self.apply(host, super::live::HostView::NONE, before, false);
+        self.structure_changed();
+        Ok(())
+    }
+
+    /// The GPU layout of a host, when known.
+    pub fn host_layout(&self, host: HostId) -> Option<&GpuGroups> {
+        self.hosts.get(host.0 as usize).and_then(|s| s.gpus.as_deref())
+    }
+
+    /// GPU indices gangs hold on a host, as a mask.
+    pub fn host_gpus_taken(&self, host: HostId) -> u64 {
+        self.hosts.get(host.0 as usize).map_or(0, |s| s.gpus_taken)
+    }
+
+    /// The GPU mask of every pod of `placement` (0 for a pod on a host without a layout); empty
+    /// when no pod lands on such a host. Pods of the gang's layout go first, each inside one
+    /// group; a pod of theirs that finds none is an error (placement counted wrong).
+    pub(super) fn assign_gpus(&self, placement: &Placement) -> Result<Vec<u64>> {
+        if placement.hosts.iter().all(|h| self.hosts[h.0 as usize].gpus.is_none()) {
+            return Ok(Vec::new());
+        }
+        let pods: Vec<(HostId, Resources)> = placement.pods().collect();
+        let constrained = |pod: &Resources| placement.layout.is_some_and(|n| pod.gpus == u64::from(n.gpus));
+        let order = (0..pods.len())
+            .filter(|&i| constrained(&pods[i].1))
+            .chain((0..pods.len()).filter(|&i| !constrained(&pods[i].1)));
+        let mut free: BTreeMap<HostId, u64> = BTreeMap::new();
+        let mut masks = vec![0u64; pods.len()];
+        for i in order.collect::<Vec<_>>() {
+            let (host, pod) = pods[i];
+            let Some(groups) = self.hosts[host.0 as usize].gpus.as_deref() else { continue };
+            let Ok(k) = u8::try_from(pod.gpus) else { continue };
+            let left = free.entry(host).or_insert_with(|| groups.all() & !self.hosts[host.0 as usize].gpus_taken);
+            let picked = match placement.layout.filter(|_| constrained(&pod)) {
+                Some(need) => Some(groups.pick_within(*left, k, need.within).ok_or_else(|| Error::GpuLayout {
+                    host: self.topo.host_name(host).to_string(),
+                    gpus: k,
+                    within: need.within,
+                })?),
+                // Fewer indices free than the count says (GPUs of other pods): the pod's are unknown.
+                None => groups.pick(*left, k),
+            };
+            if let Some(mask) = picked {
+                *left &= !mask;
+                masks[i] = mask;
+            }
+        }
+        Ok(masks)
+    }
+}
+
+/// `(host, what the pods take there, their GPU indices)`, sorted by host; `gpus` holds one mask
+/// per pod or nothing.
+pub(super) fn per_host_with_gpus(placement: &Placement, gpus: &[u64]) -> Vec<(HostId, Resources, u64)> {
+    let mut pods: Vec<(HostId, Resources, u64)> =
+        placement.pods().enumerate().map(|(i, (h, r))| (h, r, gpus.get(i).copied().unwrap_or(0))).collect();
+    pods.sort_unstable_by_key(|&(h, _, _)| h);
+    let mut out: Vec<(HostId, Resources, u64)> = Vec::with_capacity(pods.len());
+    for (h, pod, mask) in pods {
+        match out.last_mut() {
+            Some((last, sum, m)) if *last == h => {
+                *sum = sum.saturating_add(&pod);
+                *m |= mask;
+            }
+            _ => out.push((h, pod, mask)),
+        }
+    }
+    out
+}
