@@ -4,12 +4,15 @@ use std::io::Write;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use trainyard_topology::intra_node::{self, HostDevices};
+use std::sync::Arc;
+
+use trainyard_topology::eligibility::HostFilter;
+use trainyard_topology::intra_node::{self, GpuGroups};
 use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::torus::{SliceShape, Torus, TorusSpec, TpuPool};
 use trainyard_topology::{
-    Cluster, GangShape, HostId, JointOptions, JointRequest, LevelConstraint, Placement, PlacementPolicy,
-    PlacementRequest, PodSet, PodSetShape, Resources, SliceConstraint, Spans, TopologyRequest,
+    Cluster, GangShape, HostId, JointOptions, JointRequest, LayoutNeed, LevelConstraint, PlacedSet, Placement,
+    PlacementPolicy, PlacementRequest, PodSet, PodSetShape, Resources, SliceConstraint, Spans, TopologyRequest,
 };
 
 use crate::cluster_source::ClusterArgs;
@@ -57,10 +60,14 @@ pub struct PlaceArgs {
     /// Seed of --load.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Layout inside each host, to assign GPU indices per pod: azure-ndv4, azure-ndv5, aws-p4d
-    /// or an NCCL topology XML file.
+    /// Layout inside every host (replacing any `intra_node` of the cluster YAML), so that each
+    /// pod gets GPU indices: azure-ndv4, azure-ndv5, aws-p4d or an NCCL topology XML file.
     #[arg(long, value_name = "NAME|FILE")]
     pub intra_node: Option<String>,
+    /// Each pod's GPUs under one PCIe switch (`switch`) or on one NUMA node (`numa`) of its
+    /// host; only hosts with a known layout qualify (--intra-node, or `intra_node` in the YAML).
+    #[arg(long, value_name = "switch|numa")]
+    pub gpu_layout: Option<trainyard_topology::GpuLayout>,
     /// Explain the answer: its cost term by term, and why other levels and domains lost.
     #[arg(long)]
     pub explain: bool,
@@ -106,6 +113,13 @@ pub fn run(args: &PlaceArgs) -> Result<()> {
 
 fn place_gpus(args: &PlaceArgs) -> Result<String> {
     let mut cluster = args.cluster.load()?;
+    if let Some(name) = &args.intra_node {
+        let groups = Arc::new(GpuGroups::new(Arc::new(read_layout(name)?)));
+        let hosts: Vec<HostId> = cluster.topology().hosts().collect();
+        for h in hosts {
+            cluster.set_host_layout(h, Some(groups.clone())).map_err(|e| anyhow!("--intra-node `{name}`: {e}"))?;
+        }
+    }
     let used = fill(&mut cluster, args.load, args.seed)?;
     let topo = cluster.topology().clone();
     let mut text = format!(
@@ -134,9 +148,21 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
         })?),
         None => None,
     };
-    let request =
-        PlacementRequest { pods: args.pods, pod, constraint, flavor, hosts: trainyard_topology::HostClass::DEFAULT };
+    let need = args.gpu_layout.map(|within| -> Result<LayoutNeed> {
+        let gpus = u8::try_from(args.gpus).ok().filter(|&g| g > 0 && g <= intra_node::MAX_GPUS);
+        let gpus = gpus.ok_or_else(|| anyhow!("--gpu-layout needs 1 to 64 --gpus per pod, not {}", args.gpus))?;
+        if !topo.hosts().any(|h| cluster.host_layout(h).is_some()) {
+            bail!("--gpu-layout {within}: no host has a known GPU layout; pass --intra-node or give the nodes `intra_node`");
+        }
+        Ok(LayoutNeed { gpus, within })
+    });
+    let need = need.transpose()?;
+    let hosts = cluster.class_for(&HostFilter::default(), need).ok_or_else(|| anyhow!("too many host classes"))?;
+    let request = PlacementRequest { pods: args.pods, pod, constraint, flavor, hosts };
     text.push_str(&format!("gang: {} pods x {}, {}", args.pods, pod, args.topology));
+    if let Some(need) = need {
+        text.push_str(&format!(", each pod's GPUs within one {}", need.within));
+    }
     if let Some(s) = slice {
         text.push_str(&format!(", slices of {} per {}", s.size, topo.levels()[usize::from(s.depth) - 1]));
     }
@@ -151,12 +177,11 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
     } else {
         cluster.place_with(policy, &request).map(|p| (p, None))
     };
-    let (placement, explanation) =
+    let (mut placement, explanation) =
         placed.map_err(|f| anyhow!("the gang does not fit now: {}", describe_failure(&f)))?;
     text.push_str(&describe_placement(&cluster, policy, &placement));
-    if let Some(name) = &args.intra_node {
-        text.push_str(&assign_devices(&cluster, name, &placement, &request)?);
-    }
+    cluster.allocate_placement(&mut placement)?;
+    text.push_str(&describe_gpus(&cluster, &placement));
     if let Some(e) = explanation {
         text.push('\n');
         text.push_str(&e.to_string());
@@ -181,8 +206,12 @@ fn fill(cluster: &mut Cluster, load: f64, seed: u64) -> Result<u64> {
         // Half the hosts busy in full, half in part: whole free hosts remain, as in a real cluster.
         let k = if rng.below(2) == 0 { cap.gpus } else { 1 + rng.below(cap.gpus) }.min(target - used);
         let share = |x: u64| x * k / cap.gpus;
-        cluster
-            .allocate(h, Resources { gpus: k, cpu_milli: share(cap.cpu_milli), memory_mib: share(cap.memory_mib) })?;
+        let busy = Resources { gpus: k, cpu_milli: share(cap.cpu_milli), memory_mib: share(cap.memory_mib) };
+        // As one pod, so that a host with a known layout records which GPUs it holds.
+        let mut pod = cluster
+            .recorded_placement(&[PlacedSet { pods: 1, pod: busy }], vec![h])
+            .ok_or_else(|| anyhow!("cannot fill host {}", cluster.topology().host_name(h)))?;
+        cluster.allocate_placement(&mut pod)?;
         used += k;
     }
     Ok(used)
@@ -271,49 +300,43 @@ fn compare_policies(cluster: &mut Cluster, request: &PlacementRequest) -> String
     text
 }
 
-/// GPU indices for each pod, host by host, from the intra-node layout. GPUs already taken on
-/// a host (by --load) are assigned first so that the gang gets what is really left.
-fn assign_devices(cluster: &Cluster, name: &str, p: &Placement, request: &PlacementRequest) -> Result<String> {
-    let layout = match intra_node::builtin(name) {
-        Some(layout) => layout,
-        None => {
-            let path = std::path::Path::new(name);
-            if !path.exists() {
-                bail!(
-                    "--intra-node `{name}` is neither a built-in layout ({}) nor an existing file",
-                    intra_node::BUILTIN_NAMES.join(", ")
-                );
-            }
-            intra_node::parse_nccl_xml(&read_text(path)?, name)?
-        }
-    };
-    let topo = cluster.topology();
-    let per_pod =
-        u8::try_from(request.pod.gpus).map_err(|_| anyhow!("--intra-node: {} GPUs per pod", request.pod.gpus))?;
-    let mut text = format!("GPUs per pod ({name} layout):\n");
-    for (host, k) in p.per_host() {
-        let cap = topo.host_capacity(host).gpus;
-        if cap != u64::from(layout.gpu_count()) {
-            bail!("--intra-node `{name}` has {} GPUs but host {} has {cap}", layout.gpu_count(), topo.host_name(host));
-        }
-        let mut devices = HostDevices::new(layout.clone());
-        let busy = cap - cluster.host_free(host).gpus;
-        if busy > 0 {
-            devices.assign(busy as u8);
-        }
-        for pod in 0..k {
-            let a = devices.assign(per_pod).ok_or_else(|| anyhow!("host {} ran out of GPUs", topo.host_name(host)))?;
-            let gpus: Vec<String> = a.gpus.iter().map(u8::to_string).collect();
-            text.push_str(&format!(
-                "  {} pod {pod}: GPUs {} within one {:?}, NICs {}\n",
-                topo.host_name(host),
-                gpus.join(","),
-                a.locality,
-                a.nics.join(",")
-            ));
-        }
+/// The layout `--intra-node` names: a built-in SKU or an NCCL topology file.
+fn read_layout(name: &str) -> Result<intra_node::HostLayout> {
+    if let Some(layout) = intra_node::builtin(name) {
+        return Ok(layout);
     }
-    Ok(text)
+    let path = std::path::Path::new(name);
+    if !path.exists() {
+        bail!(
+            "--intra-node `{name}` is neither a built-in layout ({}) nor an existing file",
+            intra_node::BUILTIN_NAMES.join(", ")
+        );
+    }
+    Ok(intra_node::parse_nccl_xml(&read_text(path)?, name)?)
+}
+
+/// Each pod's GPU indices (and the NICs near them), for pods on hosts with a known layout.
+fn describe_gpus(cluster: &Cluster, p: &Placement) -> String {
+    let topo = cluster.topology();
+    let mut text = String::new();
+    for (i, (&host, &mask)) in p.hosts.iter().zip(&p.gpus).enumerate() {
+        let Some(groups) = cluster.host_layout(host).filter(|_| mask != 0) else { continue };
+        if text.is_empty() {
+            text.push_str(
+                "GPUs per pod (the host's layout; CUDA_VISIBLE_DEVICES with CUDA_DEVICE_ORDER=PCI_BUS_ID):\n",
+            );
+        }
+        let a = groups.describe(mask);
+        let gpus: Vec<String> = a.gpus.iter().map(u8::to_string).collect();
+        text.push_str(&format!(
+            "  pod {i} on {}: GPUs {} within one {:?}, NICs {}\n",
+            topo.host_name(host),
+            gpus.join(","),
+            a.locality,
+            a.nics.join(",")
+        ));
+    }
+    text
 }
 
 fn place_joint(

@@ -132,6 +132,36 @@ fn errors_name_what_is_wrong() {
     trainyard(&["place", "--pod-set", "workers:8"]).assert_error(&["--pod-set `workers:8`", "NAME:PODSxGPUS"]);
     trainyard(&["place", "--load", "1.5"]).assert_error(&["--load 1.5"]);
     trainyard(&["place", "--intra-node", "dgx"]).assert_error(&["--intra-node `dgx`", "azure-ndv4"]);
+    trainyard(&["place", "--gpus", "4", "--gpu-layout", "numa"]).assert_error(&["no host has a known GPU layout"]);
+    trainyard(&["place", "--intra-node", "aws-p4d", "--gpus", "0", "--cpus", "1", "--gpu-layout", "switch"])
+        .assert_error(&["--gpu-layout needs 1 to 64 --gpus per pod, not 0"]);
+}
+
+/// The cluster's own layouts (`intra_node` in the YAML) on a half-busy cluster: each 4-GPU pod
+/// takes a whole NUMA node that --load left free, never GPUs the load holds.
+#[test]
+fn a_gpu_layout_places_pods_on_whole_numa_nodes_of_a_busy_cluster() {
+    let run = trainyard(&[
+        "place",
+        "--cluster",
+        "examples/clusters/p4d-layout.yaml",
+        "--pods",
+        "6",
+        "--gpus",
+        "4",
+        "--gpu-layout",
+        "numa",
+        "--load",
+        "0.6",
+    ]);
+    run.assert_success().assert_stdout_has(&["each pod's GPUs within one numa"]);
+    let lines: Vec<&str> = run.stdout.lines().filter(|l| l.contains(": GPUs ")).collect();
+    assert_eq!(lines.len(), 6, "{}", run.stdout);
+    assert!(
+        lines.iter().all(|l| l.contains("GPUs 0,1,2,3 within one Numa") || l.contains("GPUs 4,5,6,7 within one Numa")),
+        "{}",
+        run.stdout
+    );
 }
 
 #[test]

@@ -35,4 +35,6 @@ pub use request::{
     SliceRequest, TopologyRequest,
 };
 pub use resources::Resources;
-pub use spec::{ClusterSpec, GenerateSpec, NodeEntry, NodeResources, NodeSpec, ResolvedSpec, ToriSpec, TorusEntry};
+pub use spec::{
+    ClusterSpec, GenerateSpec, NodeEntry, NodeLayout, NodeResources, NodeSpec, ResolvedSpec, ToriSpec, TorusEntry,
+};

@@ -243,7 +243,7 @@ mod tests {
             (r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1}"#, "field `gpus_per_pod`: missing"),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1,"gpus_per_pod":1,"colour":"red"}"#,
-                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu",
+                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu, gpu_layout",
             ),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":0,"gpus_per_pod":1}"#,

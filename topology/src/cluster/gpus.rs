@@ -29,7 +29,7 @@ impl Cluster {
         resolve: impl Fn(&str) -> Option<std::result::Result<HostLayout, String>>,
     ) -> Result<()> {
         let mut known: BTreeMap<String, Arc<GpuGroups>> = BTreeMap::new();
-        for (path, name, line, field) in written.node_layouts() {
+        for crate::spec::NodeLayout { path, name, line, field } in written.node_layouts() {
             let invalid = |message: String| Error::from(InputError::invalid(source_name, line, field.clone(), message));
             let groups = match known.get(&name) {
                 Some(g) => g.clone(),

@@ -375,6 +375,19 @@ impl Cluster {
                 return Err(format!("domain {d}: free {} but its hosts have {}", self.free[d], base[d]));
             }
         }
+        for h in topo.hosts() {
+            let s = &self.hosts[h.0 as usize];
+            let held = u64::from(s.gpus_taken.count_ones());
+            let all = s.gpus.as_ref().map_or(0, |g| g.all());
+            if held > s.used.gpus || s.gpus_taken & !all != 0 {
+                return Err(format!(
+                    "host {}: GPU indices {:b} but {} GPUs in use",
+                    topo.host_name(h),
+                    s.gpus_taken,
+                    s.used
+                ));
+            }
+        }
         for c in self.classes.in_use().filter(|&c| self.classes.has_own_sums(c)) {
             let admits: Vec<bool> = (0..topo.host_slots()).map(|h| self.classes.admits(c, HostId(h as u32))).collect();
             let want = super::classes::sums(topo, &self.hosts, &admits, self.classes.layout(c), domains);

@@ -122,6 +122,19 @@ pub struct NodeSpec {
     pub intra_node: Option<String>,
 }
 
+/// An `intra_node` of the description: which nodes, which layout, where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLayout {
+    /// The node's path, or `None` for every generated node.
+    pub path: Option<Vec<String>>,
+    /// The layout's name: a built-in SKU or a file.
+    pub name: String,
+    /// Line of the node or `generate` entry.
+    pub line: Option<u64>,
+    /// The field, e.g. `nodes[3].intra_node`.
+    pub field: String,
+}
+
 /// A node ready to be put into the graph: its path of domain names and its capacity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeEntry {
@@ -168,21 +181,22 @@ impl ClusterSpec {
             .collect()
     }
 
-    /// `(node path or None for every generated node, layout name, line, field)` of each
-    /// `intra_node` written.
-    pub fn node_layouts(&self) -> Vec<(Option<Vec<String>>, String, Option<u64>, String)> {
+    /// Every `intra_node` written, with where it was written.
+    pub fn node_layouts(&self) -> Vec<NodeLayout> {
         let upper = self.levels.len().saturating_sub(1);
         let mut out = Vec::new();
         if let Some(g) = &self.generate
             && let Some(name) = &g.value.intra_node
         {
-            out.push((None, name.clone(), Some(g.referenced.line()), "generate.intra_node".to_string()));
+            let field = "generate.intra_node".to_string();
+            out.push(NodeLayout { path: None, name: name.clone(), line: Some(g.referenced.line()), field });
         }
         for (i, n) in self.nodes.iter().enumerate() {
             let Some(name) = &n.value.intra_node else { continue };
             let at = self.levels[..upper].iter().map(|l| n.value.at.get(l.value.trim()).cloned().unwrap_or_default());
             let path = at.chain(std::iter::once(n.value.name.clone())).collect();
-            out.push((Some(path), name.clone(), Some(n.referenced.line()), format!("nodes[{i}].intra_node")));
+            let (line, field) = (Some(n.referenced.line()), format!("nodes[{i}].intra_node"));
+            out.push(NodeLayout { path: Some(path), name: name.clone(), line, field });
         }
         out
     }
