@@ -34,3 +34,14 @@ fn compare_prints_both_tables_and_writes_matching_json() {
     assert_eq!(number_after(&json, "\"shadow\"", "gangs"), 1200.0);
     assert_eq!(number_after(&json, "\"shadow\"", "costlier_pairs"), 0.0);
 }
+
+/// Gangs whose pods ask for a GPU layout run on a cluster with layouts; the per-gang comparison
+/// shows them as placed (the baselines know no layout) and the replays go through.
+#[test]
+fn compare_runs_on_a_cluster_with_gpu_layouts() {
+    let dir = TempDir::create();
+    let trace = dir.path("layout.csv");
+    trainyard(&["trace", "synth", "--jobs", "200", "--gpu-layout", "50", "--out", &arg(&trace)]).assert_success();
+    let run = trainyard(&["compare", "--cluster", "examples/clusters/p4d-layout.yaml", "--trace", &arg(&trace)]);
+    run.assert_success().assert_stdout_has(&["trainyard          200"]);
+}

@@ -87,8 +87,13 @@ impl<'a> ShadowObserver<'a> {
             let demand = topo.demand(shape, None, trainyard_topology::HostClass::DEFAULT).map_err(engine_error)?;
             self.mirror.release_placement(&admission.placement).map_err(engine_error)?;
             let committed = answer(&self.mirror, admission.placement.clone());
-            // The baselines place one pod shape: a gang of several sets is shown as placed.
-            let Demand::Single(request) = demand else {
+            // The baselines place one pod shape and know no GPU layout inside hosts (the mirror
+            // follows free counts, not GPU indices): such gangs are shown as placed.
+            let single = match demand {
+                Demand::Single(request) if shape.layout_need().is_none() => Some(request),
+                _ => None,
+            };
+            let Some(request) = single else {
                 let proven_optimal = committed.placement.lower_bound == Some(committed.cost);
                 let baselines = self.baselines.iter().map(|_| None).collect();
                 self.gangs.push(ShadowGang {

@@ -194,7 +194,8 @@ impl Cluster {
             if state.gpus.as_ref().is_some_and(|g| u64::from(g.layout().gpu_count()) != spec.capacity.gpus) {
                 // A layout for another GPU count no longer describes the host.
                 self.apply(host, before, HostView::NONE, false);
-                self.hosts[host.0 as usize].gpus = None;
+                let state = &mut self.hosts[host.0 as usize];
+                (state.gpus, state.gpus_taken) = (None, 0);
                 self.apply(host, HostView::NONE, before, false);
             }
             self.topo.set_host_capacity(host, spec.capacity);

@@ -224,6 +224,7 @@ impl Cluster {
 
     /// Takes `amount` and the GPU indices of `gpus` (a mask) from a host; both must be free.
     fn allocate_gpus(&mut self, host: HostId, amount: Resources, gpus: u64) -> Result<()> {
+        let gpus = self.known_gpus(host, gpus);
         let free = self.host_free(host);
         if !free.covers(&amount) || self.hosts[host.0 as usize].gpus_taken & gpus != 0 {
             return Err(Error::Overcommit { host: self.topo.host_name(host).to_string(), free, asked: amount });
@@ -242,6 +243,7 @@ impl Cluster {
 
     /// Gives back `amount` and the GPU indices of `gpus` (a mask) that a gang held on a host.
     pub fn release_pods(&mut self, host: HostId, amount: Resources, gpus: u64) -> Result<()> {
+        let gpus = self.known_gpus(host, gpus);
         let state = &self.hosts[host.0 as usize];
         if !state.used.covers(&amount) || state.gpus_taken & gpus != gpus {
             let capacity = self.topo.host_capacity(host);
@@ -252,6 +254,12 @@ impl Cluster {
             self.journal.push(Change::Released(host, amount, gpus));
         }
         Ok(())
+    }
+
+    /// GPU indices mean something only on a host with a known layout (a cluster mirroring
+    /// another, or a host whose layout went, has none).
+    fn known_gpus(&self, host: HostId, gpus: u64) -> u64 {
+        if self.hosts[host.0 as usize].gpus.is_some() { gpus } else { 0 }
     }
 
     fn shift_used(&mut self, host: HostId, amount: Resources, gpus: u64, take: bool) {
@@ -290,6 +298,7 @@ impl Cluster {
     /// [`Cluster::overcommitted`].
     pub fn charge_placement(&mut self, placement: &Placement) {
         for (host, amount, mask) in per_host_with_gpus(placement, &placement.gpus) {
+            let mask = self.known_gpus(host, mask);
             self.shift_used(host, amount, mask, true);
         }
     }
