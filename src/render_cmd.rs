@@ -58,6 +58,11 @@ pub struct RenderArgs {
     /// each pod takes one node.
     #[arg(long, value_name = "FILE", requires = "topology", conflicts_with = "mode")]
     pub slurm_queues: Option<PathBuf>,
+    /// ResourceClaimTemplates (YAML documents or a List) that the TrainJob's
+    /// `resourceClaimsPerNode` names: their GPU count sets the per-node process count, as Kubeflow
+    /// Trainer v2.4 reads it.
+    #[arg(long, value_name = "FILE")]
+    pub claim_templates: Option<PathBuf>,
     /// The extended resource counted as the accelerator, as the Topology's `gpuResource`
     /// (`google.com/tpu` for TPU chips).
     #[arg(long, default_value = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE, value_name = "NAME")]
@@ -200,7 +205,12 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         return Ok(());
     }
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
-    let rendered = workload::render(&bridge_job, runtime, intent.kind, placement, None)
+    let claim_gpus = match &args.claim_templates {
+        Some(path) => trainyard_bridges::render::claims::gpus_by_template(&read_objects(path)?),
+        None => BTreeMap::new(),
+    };
+    let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
+    let rendered = workload::render_with(&bridge_job, runtime, intent.kind, opts, None)
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     if let Some(r) = &record {
         writeln!(out, "# admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
@@ -233,19 +243,44 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     Ok(())
 }
 
-/// The Queue objects of a multi-document YAML file.
-fn read_queues(path: &std::path::Path) -> Result<Vec<Queue>> {
+/// The non-empty documents of a YAML file, each with the line it starts at.
+fn documents(path: &std::path::Path) -> Result<Vec<(usize, String)>> {
     let text = read_text(path)?;
-    let mut queues = Vec::new();
+    let mut docs = Vec::new();
     let mut line = 1;
     for doc in text.split("\n---") {
         let body = doc.strip_prefix('\n').unwrap_or(doc);
         if !body.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
-            let queue: Queue = serde_saphyr::from_str(body)
-                .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
-            queues.push(queue);
+            docs.push((line, body.to_owned()));
         }
         line += doc.lines().count();
+    }
+    Ok(docs)
+}
+
+/// The objects of a YAML file: its documents, with a `List` standing for its items.
+fn read_objects(path: &std::path::Path) -> Result<Vec<Value>> {
+    let mut objects = Vec::new();
+    for (line, body) in documents(path)? {
+        let value: Value = serde_saphyr::from_str(&body)
+            .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
+        match value.get("items").and_then(Value::as_array) {
+            Some(items) if value.get("kind").and_then(Value::as_str) == Some("List") => {
+                objects.extend(items.iter().cloned())
+            }
+            _ => objects.push(value),
+        }
+    }
+    Ok(objects)
+}
+
+/// The Queue objects of a multi-document YAML file.
+fn read_queues(path: &std::path::Path) -> Result<Vec<Queue>> {
+    let mut queues = Vec::new();
+    for (line, body) in documents(path)? {
+        let queue: Queue = serde_saphyr::from_str(&body)
+            .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
+        queues.push(queue);
     }
     if queues.is_empty() {
         bail!("{}: no Queue object", path.display());

@@ -13,15 +13,20 @@ use trainyard_bridges::{
 
 /// (case name, runtime YAML, TrainJob YAML, options)
 fn cases() -> Vec<(&'static str, &'static str, &'static str, RenderOptions)> {
-    let unplaced = RenderOptions { placement: Placement::Unplaced, pod_group_markers: true };
-    let gated =
-        |gang: &str| RenderOptions { placement: Placement::Gated { gang: gang.into() }, pod_group_markers: false };
+    let unplaced =
+        RenderOptions { placement: Placement::Unplaced, pod_group_markers: true, ..RenderOptions::default() };
+    let gated = |gang: &str| RenderOptions {
+        placement: Placement::Gated { gang: gang.into() },
+        pod_group_markers: false,
+        ..RenderOptions::default()
+    };
     let rack = |gang: &str, domain: &str| RenderOptions {
         placement: Placement::Domain {
             gang: gang.into(),
             selector: vec![("topology.example.org/rack".into(), domain.into())],
         },
         pod_group_markers: false,
+        ..RenderOptions::default()
     };
     vec![
         (
@@ -61,7 +66,29 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str, RenderOptions)> {
             include_str!("fixtures/mpi_lws.trainjob.yaml"),
             rack("hpc-osu-bench", "rack-02"),
         ),
+        (
+            "torch_dra",
+            include_str!("fixtures/torch_dra.runtime.yaml"),
+            include_str!("fixtures/torch_dra.trainjob.yaml"),
+            RenderOptions { claim_gpus: claim_templates(), ..gated("ml-llm-dra") },
+        ),
     ]
+}
+
+/// The ResourceClaimTemplates the DRA case's claims name: 8 GPUs, and a NIC (no GPUs).
+fn claim_templates() -> std::collections::BTreeMap<String, i64> {
+    let yaml = "
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaimTemplate
+  metadata: {name: h100-8gpu, namespace: ml}
+  spec: {spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com, count: 8}}]}}}
+- apiVersion: resource.k8s.io/v1
+  kind: ResourceClaimTemplate
+  metadata: {name: rdma-nic, namespace: ml}
+  spec: {spec: {devices: {requests: [{name: nic, exactly: {deviceClassName: rdma.example.com}}]}}}
+";
+    let objects: Vec<serde_json::Value> = serde_saphyr::from_str(yaml).expect("templates");
+    trainyard_bridges::render::claims::gpus_by_template(&objects)
 }
 
 /// Renders a case with the workload its runtime asks for; returns (golden file suffix, YAML).

@@ -153,7 +153,7 @@ proptest! {
         let (mut job, runtime) = if launcher { mpi() } else { torch() };
         job.spec.trainer.as_mut().unwrap().num_nodes = Some(nodes);
         let placement = if gated { Placement::Gated { gang: "g".into() } } else { Placement::Unplaced };
-        let opts = RenderOptions { placement, pod_group_markers: true };
+        let opts = RenderOptions { placement, pod_group_markers: true, ..RenderOptions::default() };
         let jobset = render_jobset(&job, &runtime.spec, &opts).unwrap();
         let lws = render_leader_worker_set(&job, &runtime.spec, &opts).unwrap();
         prop_assert_eq!(&lws, &render_leader_worker_set(&job, &runtime.spec, &opts).unwrap());

@@ -186,7 +186,7 @@ proptest! {
         trainer.num_nodes = Some(nodes);
         trainer.num_proc_per_node = nproc.map(trainyard_bridges::trainer::NumProcPerNode::Count);
         let placement = if gated { Placement::Gated { gang: "g".into() } } else { Placement::Unplaced };
-        let opts = RenderOptions { placement, pod_group_markers: true };
+        let opts = RenderOptions { placement, pod_group_markers: true, ..RenderOptions::default() };
         let first = render_jobset(&job, &runtime().spec, &opts);
         let second = render_jobset(&job, &runtime().spec, &opts);
         prop_assert_eq!(&first, &second);
@@ -214,4 +214,66 @@ fn mpi_hostfile_lists_launcher_then_workers() {
     let hosts = trainyard_bridges::render_mpi_hostfile(&job, &rt.spec, &js).unwrap();
     assert_eq!(hosts, "ds-t5-launcher-0-0.ds-t5 slots=4\nds-t5-node-0-0.ds-t5 slots=4\nds-t5-node-0-1.ds-t5 slots=4\n");
     assert_eq!(trainyard_bridges::render_mpi_hostfile(&self::job(), &runtime().spec, &js), None);
+}
+
+/// Trainer v2.4 refuses `resourcesPerNode.claims`: claims go in `resourceClaimsPerNode`.
+#[test]
+fn claims_in_resources_per_node_are_refused() {
+    let mut job = job();
+    job.spec.trainer.as_mut().unwrap().resources_per_node = Some(json!({"claims": [{"name": "gpu"}]}));
+    let err = render(&job, &runtime()).unwrap_err();
+    assert!(
+        matches!(&err, RenderError::Forbidden { field, .. } if field == "spec.trainer.resourcesPerNode.claims"),
+        "{err}"
+    );
+}
+
+fn dra_options(templates: serde_json::Value) -> RenderOptions {
+    let objects: Vec<serde_json::Value> = serde_json::from_value(templates).unwrap();
+    RenderOptions {
+        claim_gpus: trainyard_bridges::render::claims::gpus_by_template(&objects),
+        ..RenderOptions::default()
+    }
+}
+
+fn template(name: &str, requests: serde_json::Value) -> serde_json::Value {
+    json!({"kind": "ResourceClaimTemplate", "metadata": {"name": name}, "spec": {"spec": {"devices": {"requests": requests}}}})
+}
+
+/// The GPU count comes from the first claim the `node` container uses, counting only exact-count
+/// requests named `gpu`: MPI slots (and the hostfile) follow it when no extended GPUs are asked.
+#[test]
+fn dra_gpus_set_the_mpi_slots_of_a_job_without_extended_gpus() {
+    let rt: TrainingRuntime = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.runtime.yaml")).unwrap();
+    let mut job: TrainJob = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.trainjob.yaml")).unwrap();
+    let trainer = job.spec.trainer.as_mut().unwrap();
+    trainer.resources_per_node = None;
+    trainer.resource_claims_per_node = serde_json::from_value(json!([
+        {"name": "gpus", "resourceClaimTemplateName": "a100x2"},
+        {"name": "extra", "resourceClaimTemplateName": "a100x8-all"}
+    ]))
+    .unwrap();
+    let opts = dra_options(json!([
+        template(
+            "a100x2",
+            json!([
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 2}},
+                {"name": "gpu-admin", "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 8, "adminAccess": true}},
+                {"name": "nic", "exactly": {"deviceClassName": "nic", "count": 3}}
+            ])
+        ),
+        template(
+            "a100x8-all",
+            json!([{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "All"}}])
+        )
+    ]));
+    assert_eq!(opts.claim_gpus.get("a100x2"), Some(&2));
+    assert_eq!(opts.claim_gpus.get("a100x8-all"), Some(&0));
+    let js = render_jobset(&job, &rt.spec, &opts).unwrap();
+    let hosts = trainyard_bridges::render_mpi_hostfile(&job, &rt.spec, &js).unwrap();
+    assert_eq!(hosts, "ds-t5-launcher-0-0.ds-t5 slots=2\nds-t5-node-0-0.ds-t5 slots=2\nds-t5-node-0-1.ds-t5 slots=2\n");
+    // Without the template's count the slots fall back to the runtime's numProcPerNode.
+    let js = render_jobset(&job, &rt.spec, &RenderOptions::default()).unwrap();
+    let hosts = trainyard_bridges::render_mpi_hostfile(&job, &rt.spec, &js).unwrap();
+    assert!(hosts.contains("slots=1"), "{hosts}");
 }

@@ -112,6 +112,21 @@ pub(super) fn train_job() -> Schema {
                     "env": env_list(),
                     "numNodes": {"type": "integer", "format": "int32", "minimum": 0},
                     "resourcesPerNode": open_object(),
+                    // Trainer v2.4 (KEP-2782): a claim from a template for every node.
+                    "resourceClaimsPerNode": {
+                        "type": "array",
+                        "maxItems": 32,
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["name"],
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "resourceClaimTemplateName"],
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1, "maxLength": 253},
+                                "resourceClaimTemplateName": {"type": "string", "minLength": 1, "maxLength": 253},
+                            },
+                        },
+                    },
                     // An integer since v2.2; v2.0/v2.1 also took "auto", "cpu" or "gpu".
                     "numProcPerNode": {"x-kubernetes-int-or-string": true},
                 },

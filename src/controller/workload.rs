@@ -76,8 +76,20 @@ pub fn render(
     placement: Placement,
     gang_api: Option<GangApi>,
 ) -> Result<Rendered, RenderError> {
-    let placed = placement != Placement::Unplaced;
-    let opts = RenderOptions { placement, pod_group_markers: false };
+    render_with(job, runtime, kind, RenderOptions { placement, ..RenderOptions::default() }, gang_api)
+}
+
+/// [`render`] with every rendering option (the GPUs of DRA claim templates among them); the
+/// runtime's pod-group markers are never added, since trainyard gang-schedules.
+pub fn render_with(
+    job: &bridge::TrainJob,
+    runtime: &bridge::TrainingRuntime,
+    kind: WorkloadKind,
+    opts: RenderOptions,
+    gang_api: Option<GangApi>,
+) -> Result<Rendered, RenderError> {
+    let placed = opts.placement != Placement::Unplaced;
+    let opts = RenderOptions { pod_group_markers: false, ..opts };
     let name = job.metadata.name.clone().unwrap_or_default();
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
     let (workload, hostfile, layout) = match kind {

@@ -184,9 +184,10 @@ pub fn render_lws_mpi_hostfile(job: &TrainJob, runtime: &TrainingRuntimeSpec, lw
     let subdomain = if unique { format!("{name}-0") } else { name.to_owned() };
     let template = &lws.spec.leader_worker_template;
     let leader = template.leader_template.as_ref().unwrap_or(&template.worker_template);
-    let gpus = leader.spec.containers.iter().find(|c| c.name == NODE).map(policy::gpus_per_node).unwrap_or(0);
+    let node = leader.spec.containers.iter().find(|c| c.name == NODE);
+    let gpus = node.map(policy::gpus_per_node).unwrap_or(0);
     let nproc = job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node.as_ref());
-    let slots = policy::mpi_slots(nproc, mpi, gpus);
+    let slots = node.and_then(policy::rendered_slots).unwrap_or_else(|| policy::mpi_slots(nproc, mpi, gpus));
     let leader_is_node = template.leader_template.is_none() || mpi.run_launcher_as_node == Some(true);
     let mut hosts = String::new();
     if leader_is_node {

@@ -1,5 +1,6 @@
 //! Renders a TrainJob plus its runtime into the JobSet the Trainer controller would build, plus placement.
 
+pub mod claims;
 pub mod lws;
 mod patch;
 pub mod policy;
@@ -51,6 +52,9 @@ pub struct RenderOptions {
     /// Also add the runtime's `podGroupPolicy` pod markers (coscheduling label / Volcano annotation), as the
     /// Trainer controller does; off when trainyard itself gang-schedules.
     pub pod_group_markers: bool,
+    /// GPUs each ResourceClaimTemplate asks for, by name ([`claims::gpus_by_template`]): the per-node
+    /// GPU count of a trainer whose GPUs come through `resourceClaimsPerNode`.
+    pub claim_gpus: std::collections::BTreeMap<String, i64>,
 }
 
 /// Renders `job` against the (already resolved) `runtime` spec: runtime template, patches, node counts,
@@ -80,6 +84,7 @@ pub fn render_jobset(
             });
         }
     }
+    claims::check_resources_per_node(&id, trainer_spec.resources_per_node.as_ref())?;
     let ml = runtime.ml_policy.clone().unwrap_or_default();
     let (num_nodes, nodes_field) = match (trainer_spec.num_nodes, ml.num_nodes) {
         (Some(n), _) => (n, "spec.trainer.numNodes"),
@@ -157,6 +162,9 @@ pub fn render_jobset(
             crate::merge::strategic_merge(&mut merged, extra, "resources");
             node.resources = Some(merged);
         }
+        let pod = &mut rjob.template.spec.template.spec;
+        let at = pod.containers.iter().position(|c| c.name == NODE).expect("found above");
+        claims::apply(pod, at, &trainer_spec.resource_claims_per_node);
     }
 
     for &i in &trainers {
@@ -178,9 +186,10 @@ pub fn render_jobset(
 
     if let Some(torch) = &ml.torch {
         let first = trainers[0];
+        let dra = dra_gpus(&spec.replicated_jobs[first], &opts.claim_gpus);
         let node = node_container(&mut spec.replicated_jobs[first]).ok_or_else(|| node_missing(NODE))?;
         let nproc =
-            policy::torch_nproc(trainer_spec.num_proc_per_node.as_ref(), torch.num_proc_per_node.as_ref(), node);
+            policy::torch_nproc(trainer_spec.num_proc_per_node.as_ref(), torch.num_proc_per_node.as_ref(), node, dra);
         let nodes = counts[first] * spec.replicated_jobs[first].replicas.unwrap_or(1);
         let env = policy::torch_env(&name, nodes, &nproc);
         inject_trainer_env(&mut spec.replicated_jobs, &trainers, &env);
@@ -191,14 +200,21 @@ pub fn render_jobset(
     }
     if ml.xgboost.is_some() {
         // GPUs are read after the resourcesPerNode merge above, as the Trainer does.
-        let gpus =
-            node_container(&mut spec.replicated_jobs[trainers[0]]).map(|c| policy::gpus_per_node(c)).unwrap_or(0);
+        let dra = dra_gpus(&spec.replicated_jobs[trainers[0]], &opts.claim_gpus);
+        let gpus = node_container(&mut spec.replicated_jobs[trainers[0]])
+            .map(|c| policy::gpus_per_node(c))
+            .filter(|&g| g > 0)
+            .unwrap_or(dra);
         inject_trainer_env(&mut spec.replicated_jobs, &trainers, &policy::xgboost_env(&name, num_nodes, gpus));
     }
     if let Some(mpi) = &ml.mpi {
         let mount = mpi.ssh_auth_mount_path.clone().unwrap_or_else(|| policy::DEFAULT_SSH_PATH.into());
         let launcher = position(&spec.replicated_jobs, LAUNCHER).unwrap_or(trainers[0]);
-        let gpus = node_container(&mut spec.replicated_jobs[launcher]).map(|c| policy::gpus_per_node(c)).unwrap_or(0);
+        let dra = dra_gpus(&spec.replicated_jobs[launcher], &opts.claim_gpus);
+        let gpus = node_container(&mut spec.replicated_jobs[launcher])
+            .map(|c| policy::gpus_per_node(c))
+            .filter(|&g| g > 0)
+            .unwrap_or(dra);
         let slots = policy::mpi_slots(trainer_spec.num_proc_per_node.as_ref(), mpi, gpus);
         let rjob = &mut spec.replicated_jobs[launcher];
         let node = node_container(rjob).ok_or_else(|| node_missing(LAUNCHER))?;
@@ -283,6 +299,12 @@ fn check_runtime_ref(job: &TrainJob, id: &str) -> Result<(), RenderError> {
 }
 
 /// The `node` container of a replicated job's pod.
+/// GPUs the `node` container of `rjob` gets through its first DRA claim (0 without one).
+fn dra_gpus(rjob: &ReplicatedJob, templates: &std::collections::BTreeMap<String, i64>) -> i64 {
+    let pod = &rjob.template.spec.template.spec;
+    pod.containers.iter().find(|c| c.name == NODE).map_or(0, |node| claims::claim_gpus(pod, node, templates))
+}
+
 fn node_container(rjob: &mut ReplicatedJob) -> Option<&mut Container> {
     rjob.template.spec.template.spec.containers.iter_mut().find(|c| c.name == NODE)
 }
@@ -381,12 +403,11 @@ pub fn render_mpi_hostfile(job: &TrainJob, runtime: &TrainingRuntimeSpec, jobset
     let name = jobset.metadata.name.as_deref().unwrap_or_default();
     let subdomain = jobset.spec.network.as_ref().and_then(|n| n.subdomain.as_deref()).unwrap_or(name);
     let find = |wanted: &str| jobset.spec.replicated_jobs.iter().find(|r| r.name == wanted);
-    let gpus = find(LAUNCHER)
-        .and_then(|r| r.template.spec.template.spec.containers.iter().find(|c| c.name == NODE))
-        .map(policy::gpus_per_node)
-        .unwrap_or(0);
+    let launcher =
+        find(LAUNCHER).and_then(|r| r.template.spec.template.spec.containers.iter().find(|c| c.name == NODE));
+    let gpus = launcher.map(policy::gpus_per_node).unwrap_or(0);
     let nproc = job.spec.trainer.as_ref().and_then(|t| t.num_proc_per_node.as_ref());
-    let slots = policy::mpi_slots(nproc, mpi, gpus);
+    let slots = launcher.and_then(policy::rendered_slots).unwrap_or_else(|| policy::mpi_slots(nproc, mpi, gpus));
     let mut hosts = String::new();
     let launcher_as_node = mpi.run_launcher_as_node == Some(true);
     for rjob_name in [LAUNCHER, NODE] {

@@ -47,15 +47,20 @@ pub fn gpus_per_node(container: &Container) -> i64 {
     resource(container.resources.as_ref(), |k| k.contains("gpu")).into_iter().filter_map(whole_units).sum()
 }
 
-/// `PET_NPROC_PER_NODE`: the TrainJob's value, else the (v2.1) runtime's, else `auto` with GPUs and the
-/// CPU count (at least 1) without.
-pub fn torch_nproc(trainer: Option<&NumProcPerNode>, runtime: Option<&NumProcPerNode>, node: &Container) -> String {
+/// `PET_NPROC_PER_NODE`: the TrainJob's value, else the (v2.1) runtime's, else `auto` with GPUs (extended
+/// resources, or `claim_gpus` from a DRA claim) and the CPU count (at least 1) without.
+pub fn torch_nproc(
+    trainer: Option<&NumProcPerNode>,
+    runtime: Option<&NumProcPerNode>,
+    node: &Container,
+    claim_gpus: i64,
+) -> String {
     match trainer.or(runtime) {
         Some(NumProcPerNode::Count(n)) => return n.to_string(),
         Some(NumProcPerNode::Text(s)) if s == "auto" || s.parse::<i64>().is_ok() => return s.clone(),
         _ => {}
     }
-    if gpus_per_node(node) > 0 {
+    if gpus_per_node(node) > 0 || claim_gpus > 0 {
         return "auto".into();
     }
     let cpu = resource(node.resources.as_ref(), |k| k == "cpu").first().and_then(|q| whole_units(q)).unwrap_or(1);
@@ -132,6 +137,13 @@ pub fn mpi_launcher_env(slots: i64) -> Vec<EnvVar> {
     ]
 }
 
+/// The slots a rendered launcher was given (`OMPI_MCA_orte_set_default_slots`), so that the hostfile
+/// says what the launcher was told, whatever the GPUs came through.
+pub fn rendered_slots(launcher: &Container) -> Option<i64> {
+    let var = launcher.env.iter().find(|v| v.name == "OMPI_MCA_orte_set_default_slots")?;
+    var.value.as_deref()?.parse().ok()
+}
+
 /// Mounts the `<tj>-mpi-ssh-auth` Secret into a pod and its `node` container.
 pub fn mount_ssh(pod: &mut PodSpec, job_name: &str, mount_path: &str) {
     pod.ensure_volume(json!({
@@ -173,13 +185,13 @@ mod tests {
     #[test]
     fn nproc_follows_gpu_then_cpu_rule() {
         let gpu = with_resources(json!({"limits": {"nvidia.com/gpu": 8}}));
-        assert_eq!(torch_nproc(None, None, &gpu), "auto");
+        assert_eq!(torch_nproc(None, None, &gpu, 0), "auto");
         let cpu = with_resources(json!({"requests": {"cpu": "2500m"}, "limits": {"cpu": "8"}}));
-        assert_eq!(torch_nproc(None, None, &cpu), "3");
+        assert_eq!(torch_nproc(None, None, &cpu, 0), "3");
         let tiny = with_resources(json!({"limits": {"cpu": "100m"}}));
-        assert_eq!(torch_nproc(None, None, &tiny), "1");
-        assert_eq!(torch_nproc(Some(&NumProcPerNode::Count(4)), None, &gpu), "4");
-        assert_eq!(torch_nproc(None, Some(&NumProcPerNode::Text("gpu".into())), &cpu), "3");
+        assert_eq!(torch_nproc(None, None, &tiny, 0), "1");
+        assert_eq!(torch_nproc(Some(&NumProcPerNode::Count(4)), None, &gpu, 0), "4");
+        assert_eq!(torch_nproc(None, Some(&NumProcPerNode::Text("gpu".into())), &cpu, 0), "3");
     }
 
     #[test]

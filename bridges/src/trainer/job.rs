@@ -131,9 +131,22 @@ pub struct TrainerSpec {
     /// Merged into the `node` container resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources_per_node: Option<Value>,
-    /// Other fields (e.g. `resourceClaimsPerNode`), preserved.
+    /// DRA claims of every training node (Trainer v2.4, KEP-2782).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims_per_node: Vec<TrainerResourceClaim>,
+    /// Other fields, preserved.
     #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+/// One `spec.trainer.resourceClaimsPerNode[]` entry: a claim made from a template for every node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainerResourceClaim {
+    /// The pod-level claim name the `node` container refers to.
+    pub name: String,
+    /// The ResourceClaimTemplate in the TrainJob's namespace.
+    pub resource_claim_template_name: String,
 }
 
 /// `numProcPerNode`: an int32 since v2.2, IntOrString (`auto`/`cpu`/`gpu`/n) before.

@@ -4,7 +4,8 @@ mod job;
 mod runtime;
 
 pub use job::{
-    DatasetOrModel, Initializer, NumProcPerNode, RuntimePatch, RuntimeRef, TrainJob, TrainJobSpec, TrainerSpec,
+    DatasetOrModel, Initializer, NumProcPerNode, RuntimePatch, RuntimeRef, TrainJob, TrainJobSpec,
+    TrainerResourceClaim, TrainerSpec,
 };
 pub use runtime::{
     Coscheduling, JobSetTemplate, MlPolicy, MpiPolicy, PodGroupPolicy, TorchPolicy, TrainingRuntime,

@@ -302,3 +302,24 @@ fn a_multi_slice_tpu_trainjob_gets_two_whole_node_pools_in_one_block() {
     assert!(!ok);
     assert!(err.contains("without TPU tori"), "{err}");
 }
+
+/// Trainer v2.4's `resourceClaimsPerNode`: the claims land on the trainer pods and their `node`
+/// container, and the claim templates' GPUs make torchrun start one process per GPU; without the
+/// templates the count falls back to the CPUs, as the Trainer's does when it cannot read them.
+#[test]
+fn resource_claims_per_node_reach_the_pods_and_count_their_gpus() {
+    let base = ["-f", "examples/kubernetes/trainjob-dra.yaml", "--runtime", "examples/kubernetes/runtime.yaml"]
+        .map(|a| if a.starts_with("examples/") { path(a) } else { a.to_string() });
+    let mut with = base.to_vec();
+    with.extend(["--claim-templates".to_string(), path("examples/kubernetes/claim-templates.yaml")]);
+    let args: Vec<&str> = with.iter().map(String::as_str).collect();
+    let (ok, out, err) = render(&args);
+    assert!(ok, "{err}");
+    assert!(out.contains("- name: PET_NPROC_PER_NODE\n                value: auto"), "{out}");
+    assert!(out.contains("claims:\n                - name: gpu\n                - name: rdma"), "{out}");
+    assert!(out.contains("resourceClaimTemplateName: h100-8gpu"), "{out}");
+    let args: Vec<&str> = base.iter().map(String::as_str).collect();
+    let (ok, out, err) = render(&args);
+    assert!(ok, "{err}");
+    assert!(out.contains("- name: PET_NPROC_PER_NODE\n                value: \"32\""), "{out}");
+}
