@@ -1,0 +1,433 @@
+//! CEL device selectors: compiled once per expression text, evaluated against one device with
+//! the results cached per (expression, device).
+//!
+//! The environment is DRA's: one variable `device` with `driver`, `attributes[<domain>].<name>`
+//! (versions as semantic versions), `capacity[<domain>].<name>` (quantities) and
+//! `allowMultipleAllocations` (always false here). A domain the device does not publish reads
+//! as an empty map, so `device.attributes['other.vendor'].x` is a missing key (an error), but
+//! `'x' in device.attributes['other.vendor']` is false. Besides CEL's standard library (with
+//! `matches`), the Kubernetes functions the selectors use: `quantity()`, `isQuantity()`,
+//! `semver()`, `isSemver()`, and on both `compareTo`, `isGreaterThan`, `isLessThan`; on versions
+//! `major()`, `minor()`, `patch()`.
+//!
+//! Limits. Kubernetes refuses an expression over 10 KiB and one whose estimated cost exceeds
+//! 1,000,000. The size limit is enforced as written (bytes of the expression). The cost is a
+//! static estimate over the parsed expression, computed once at compile time, deterministic and
+//! independent of the device: every node costs 1, a call to `matches` costs 100 more, and a
+//! comprehension (`all`, `exists`, `map`, `filter`) costs its range plus, for each element, its
+//! condition and step: a list literal has its own length, a concatenation the sum, and any other
+//! range (a device's attribute map, a list built at run time) at most 32 elements, the most
+//! attributes and capacities one device can have. Nested comprehensions multiply. Expressions
+//! over 1,000,000 are refused before any device is evaluated.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::extractors::This;
+use cel::objects::Opaque;
+use cel::{Context, ExecutionError, Program, Value};
+
+use super::objects::AttributeValue;
+use super::pools::{Device, DeviceId};
+use crate::sources::k8s_nodes::quantity::{Quantity, parse_quantity};
+
+/// The longest expression Kubernetes accepts, in bytes.
+pub const MAX_EXPRESSION_BYTES: usize = 10 * 1024;
+/// The highest estimated cost accepted (Kubernetes' per-expression limit).
+pub const MAX_COST: u64 = 1_000_000;
+/// Elements assumed in a range whose length the expression does not show.
+const LOOP_BOUND: u64 = 32;
+
+/// Who wrote an expression: named in every compile error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelectorOwner {
+    /// A DeviceClass's selector.
+    Class(String),
+    /// A claim request's (or subrequest's) selector.
+    Request {
+        /// The claim.
+        claim: String,
+        /// `request` or `request/subrequest`.
+        request: String,
+    },
+}
+
+impl std::fmt::Display for SelectorOwner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SelectorOwner::Class(class) => write!(f, "DeviceClass {class}"),
+            SelectorOwner::Request { claim, request } => write!(f, "claim {claim} request {request}"),
+        }
+    }
+}
+
+/// A selector that cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CelError {
+    /// Over 10 KiB.
+    #[error("{owner}: CEL expression of {bytes} bytes exceeds the limit of {MAX_EXPRESSION_BYTES}")]
+    TooLong {
+        /// Who wrote it.
+        owner: SelectorOwner,
+        /// Its length in bytes.
+        bytes: usize,
+    },
+    /// Does not parse.
+    #[error("{owner}: CEL expression {expression:?} does not compile: {message}")]
+    Compile {
+        /// Who wrote it.
+        owner: SelectorOwner,
+        /// The expression.
+        expression: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// Estimated cost over the limit.
+    #[error("{owner}: CEL expression {expression:?} has estimated cost {cost}, over the limit of {MAX_COST}")]
+    TooCostly {
+        /// Who wrote it.
+        owner: SelectorOwner,
+        /// The expression.
+        expression: String,
+        /// The estimate.
+        cost: u64,
+    },
+    /// Evaluation failed on a device (upstream aborts the allocation).
+    #[error("CEL expression {expression:?} failed on device {device}: {message}")]
+    Eval {
+        /// The expression.
+        expression: String,
+        /// The device.
+        device: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// A compiled expression, by index into [`Selectors`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ExprId(usize);
+
+struct Compiled {
+    text: String,
+    program: Program,
+    /// String literals that look like domains: they read as empty maps on devices without them.
+    domains: Vec<String>,
+}
+
+/// Every compiled selector and every result so far. One per scheduling pass (or longer: results
+/// only depend on the expression and the device, so keep it while the devices do not change).
+pub struct Selectors {
+    context: Context<'static, 'static>,
+    by_text: HashMap<String, ExprId>,
+    programs: Vec<Compiled>,
+    results: HashMap<(ExprId, DeviceId), bool>,
+    evaluations: u64,
+}
+
+impl Default for Selectors {
+    fn default() -> Self {
+        Selectors::new()
+    }
+}
+
+impl Selectors {
+    /// An empty cache with DRA's functions.
+    pub fn new() -> Selectors {
+        let mut context = Context::default();
+        register(&mut context);
+        Selectors { context, by_text: HashMap::new(), programs: Vec::new(), results: HashMap::new(), evaluations: 0 }
+    }
+
+    /// Compiles `expression` (once per text) after checking its size and estimated cost.
+    pub fn compile(&mut self, expression: &str, owner: &SelectorOwner) -> Result<ExprId, CelError> {
+        if let Some(&id) = self.by_text.get(expression) {
+            return Ok(id);
+        }
+        if expression.len() > MAX_EXPRESSION_BYTES {
+            return Err(CelError::TooLong { owner: owner.clone(), bytes: expression.len() });
+        }
+        let program = Program::compile(expression).map_err(|e| CelError::Compile {
+            owner: owner.clone(),
+            expression: expression.to_string(),
+            message: e.to_string().trim().to_string(),
+        })?;
+        let cost = estimate_cost(program.expression());
+        if cost > MAX_COST {
+            return Err(CelError::TooCostly { owner: owner.clone(), expression: expression.to_string(), cost });
+        }
+        let mut domains = Vec::new();
+        collect_domains(program.expression(), &mut domains);
+        let id = ExprId(self.programs.len());
+        self.programs.push(Compiled { text: expression.to_string(), program, domains });
+        self.by_text.insert(expression.to_string(), id);
+        Ok(id)
+    }
+
+    /// The expression's text.
+    pub fn text(&self, id: ExprId) -> &str {
+        self.programs.get(id.0).map_or("", |c| c.text.as_str())
+    }
+
+    /// The estimated cost of an expression (see the module doc).
+    pub fn cost(&self, id: ExprId) -> u64 {
+        self.programs.get(id.0).map_or(0, |c| estimate_cost(c.program.expression()))
+    }
+
+    /// Evaluations done so far (cache misses).
+    pub fn evaluations(&self) -> u64 {
+        self.evaluations
+    }
+
+    /// Whether `device` meets the expression; an error when evaluation fails or gives no bool.
+    pub fn matches(&mut self, id: ExprId, device: &Device) -> Result<bool, CelError> {
+        if let Some(&result) = self.results.get(&(id, device.id.clone())) {
+            return Ok(result);
+        }
+        let Some(compiled) = self.programs.get(id.0) else {
+            return Err(CelError::Eval {
+                expression: String::new(),
+                device: device.id.to_string(),
+                message: "unknown expression id".to_string(),
+            });
+        };
+        let eval = |message: String| CelError::Eval {
+            expression: compiled.text.clone(),
+            device: device.id.to_string(),
+            message,
+        };
+        self.context.add_variable_from_value("device", device_value(device, &compiled.domains));
+        self.evaluations += 1;
+        let result = match compiled.program.execute(&self.context) {
+            Ok(Value::Bool(result)) => result,
+            Ok(other) => return Err(eval(format!("gave {other:?}, not a bool"))),
+            Err(e) => return Err(eval(e.to_string())),
+        };
+        self.results.insert((id, device.id.clone()), result);
+        Ok(result)
+    }
+}
+
+/// The `device` variable for one device.
+fn device_value(device: &Device, domains: &[String]) -> Value {
+    let mut attributes: BTreeMap<&str, HashMap<String, Value>> = BTreeMap::new();
+    let mut capacity: BTreeMap<&str, HashMap<String, Value>> = BTreeMap::new();
+    for domain in domains {
+        attributes.entry(domain).or_default();
+        capacity.entry(domain).or_default();
+    }
+    for (name, value) in &device.attributes {
+        let (domain, short) = name.rsplit_once('/').unwrap_or(("", name));
+        let value = match value {
+            AttributeValue::Bool(b) => Value::Bool(*b),
+            AttributeValue::Int(i) => Value::Int(*i),
+            AttributeValue::String(s) => Value::String(Arc::new(s.clone())),
+            AttributeValue::Version(v) => match Semver::parse(v) {
+                Some(version) => Value::Opaque(Arc::new(version)),
+                None => Value::String(Arc::new(v.clone())),
+            },
+        };
+        attributes.entry(domain).or_default().insert(short.to_string(), value);
+    }
+    for (name, quantity) in &device.capacity {
+        let (domain, short) = name.rsplit_once('/').unwrap_or(("", name));
+        capacity.entry(domain).or_default().insert(short.to_string(), Value::Opaque(Arc::new(Qty(*quantity))));
+    }
+    let nest = |maps: BTreeMap<&str, HashMap<String, Value>>| -> Value {
+        Value::from(maps.into_iter().map(|(d, m)| (d.to_string(), Value::from(m))).collect::<HashMap<_, _>>())
+    };
+    let fields: HashMap<String, Value> = HashMap::from([
+        ("driver".to_string(), Value::String(Arc::new(device.id.driver.clone()))),
+        ("attributes".to_string(), nest(attributes)),
+        ("capacity".to_string(), nest(capacity)),
+        ("allowMultipleAllocations".to_string(), Value::Bool(false)),
+    ]);
+    Value::from(fields)
+}
+
+/// A Kubernetes quantity inside CEL.
+#[derive(Clone, Copy, Debug)]
+struct Qty(Quantity);
+
+impl PartialEq for Qty {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.compare(&other.0).is_eq()
+    }
+}
+
+impl Eq for Qty {}
+
+impl Opaque for Qty {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Quantity"
+    }
+}
+
+/// A semantic version `major.minor.patch[-pre][+build]` inside CEL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Semver {
+    core: [u64; 3],
+    pre: Vec<String>,
+}
+
+impl Semver {
+    fn parse(text: &str) -> Option<Semver> {
+        let text = text.split_once('+').map_or(text, |(version, _)| version);
+        let (core, pre) = match text.split_once('-') {
+            Some((core, pre)) => (core, pre.split('.').map(str::to_string).collect()),
+            None => (text, Vec::new()),
+        };
+        let mut parts = core.split('.').map(|p| p.parse::<u64>().ok().filter(|_| !p.is_empty()));
+        let core = [parts.next()??, parts.next()??, parts.next()??];
+        parts.next().is_none().then_some(Semver { core, pre })
+    }
+
+    fn compare(&self, other: &Semver) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        self.core.cmp(&other.core).then_with(|| match (self.pre.is_empty(), other.pre.is_empty()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) => {
+                for (a, b) in self.pre.iter().zip(&other.pre) {
+                    let order = match (a.parse::<u64>(), b.parse::<u64>()) {
+                        (Ok(x), Ok(y)) => x.cmp(&y),
+                        (Ok(_), Err(_)) => Ordering::Less,
+                        (Err(_), Ok(_)) => Ordering::Greater,
+                        (Err(_), Err(_)) => a.cmp(b),
+                    };
+                    if order.is_ne() {
+                        return order;
+                    }
+                }
+                self.pre.len().cmp(&other.pre.len())
+            }
+        })
+    }
+}
+
+impl Opaque for Semver {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Semver"
+    }
+}
+
+fn quantity(text: Arc<String>) -> Result<Value, ExecutionError> {
+    parse_quantity(&text)
+        .map(|q| Value::Opaque(Arc::new(Qty(q))))
+        .map_err(|e| ExecutionError::function_error("quantity", e))
+}
+
+fn semver(text: Arc<String>) -> Result<Value, ExecutionError> {
+    Semver::parse(&text)
+        .map(|v| Value::Opaque(Arc::new(v)))
+        .ok_or_else(|| ExecutionError::function_error("semver", format!("{text:?} is not a semantic version")))
+}
+
+/// Orders two quantities or two versions; anything else is an error, as in Kubernetes.
+fn order(function: &str, this: &Arc<dyn Opaque>, other: &Arc<dyn Opaque>) -> Result<i64, ExecutionError> {
+    let order = if let (Some(a), Some(b)) = (this.downcast_ref::<Qty>(), other.downcast_ref::<Qty>()) {
+        a.0.compare(&b.0)
+    } else if let (Some(a), Some(b)) = (this.downcast_ref::<Semver>(), other.downcast_ref::<Semver>()) {
+        a.compare(b)
+    } else {
+        let types = vec![this.runtime_type_name().to_string(), other.runtime_type_name().to_string()];
+        return Err(ExecutionError::no_such_member_overload(function, types));
+    };
+    Ok(order as i64)
+}
+
+fn version_part(function: &str, this: &Arc<dyn Opaque>, index: usize) -> Result<Value, ExecutionError> {
+    match this.downcast_ref::<Semver>() {
+        Some(version) => Ok(Value::Int(i64::try_from(version.core[index]).unwrap_or(i64::MAX))),
+        None => Err(ExecutionError::no_such_member_overload(function, vec![this.runtime_type_name().to_string()])),
+    }
+}
+
+fn register(context: &mut Context<'static, 'static>) {
+    // Names clash only with the standard library, which declares none of these.
+    let results = [
+        context.add_function("quantity", quantity),
+        context.add_function("isQuantity", |t: Arc<String>| parse_quantity(&t).is_ok()),
+        context.add_function("semver", semver),
+        context.add_function("isSemver", |t: Arc<String>| Semver::parse(&t).is_some()),
+        context.add_function("compareTo", |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
+            order("compareTo", &a, &b).map(Value::Int)
+        }),
+        context.add_function("isGreaterThan", |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
+            order("isGreaterThan", &a, &b).map(|o| Value::Bool(o > 0))
+        }),
+        context.add_function("isLessThan", |This(a): This<Arc<dyn Opaque>>, b: Arc<dyn Opaque>| {
+            order("isLessThan", &a, &b).map(|o| Value::Bool(o < 0))
+        }),
+        context.add_function("major", |This(a): This<Arc<dyn Opaque>>| version_part("major", &a, 0)),
+        context.add_function("minor", |This(a): This<Arc<dyn Opaque>>| version_part("minor", &a, 1)),
+        context.add_function("patch", |This(a): This<Arc<dyn Opaque>>| version_part("patch", &a, 2)),
+    ];
+    debug_assert!(results.iter().all(Result::is_ok), "DRA CEL functions clash with the standard library");
+}
+
+/// The static cost estimate of the module doc.
+pub fn estimate_cost(expr: &IdedExpr) -> u64 {
+    let sum = |items: &mut dyn Iterator<Item = &IdedExpr>| items.map(estimate_cost).fold(0u64, u64::saturating_add);
+    match &expr.expr {
+        Expr::Call(call) => {
+            let regex = if call.func_name == "matches" { 100 } else { 0 };
+            let target = call.target.as_deref().map_or(0, estimate_cost);
+            1u64.saturating_add(regex).saturating_add(target).saturating_add(sum(&mut call.args.iter()))
+        }
+        Expr::Comprehension(c) => {
+            let body = estimate_cost(&c.loop_cond).saturating_add(estimate_cost(&c.loop_step));
+            1u64.saturating_add(estimate_cost(&c.iter_range))
+                .saturating_add(estimate_cost(&c.accu_init))
+                .saturating_add(max_len(&c.iter_range).saturating_mul(body))
+                .saturating_add(estimate_cost(&c.result))
+        }
+        Expr::List(list) => 1u64.saturating_add(sum(&mut list.elements.iter())),
+        Expr::Map(map) => 1u64.saturating_add(sum(&mut map.entries.iter().flat_map(entry_exprs))),
+        Expr::Struct(s) => 1u64.saturating_add(sum(&mut s.entries.iter().flat_map(entry_exprs))),
+        Expr::Select(select) => 1u64.saturating_add(estimate_cost(&select.operand)),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => 1,
+    }
+}
+
+fn entry_exprs(entry: &cel::common::ast::IdedEntryExpr) -> Vec<&IdedExpr> {
+    match &entry.expr {
+        EntryExpr::StructField(field) => vec![&field.value],
+        EntryExpr::MapEntry(map) => vec![&map.key, &map.value],
+    }
+}
+
+/// The most elements a range can have (see the module doc).
+fn max_len(expr: &IdedExpr) -> u64 {
+    match &expr.expr {
+        Expr::List(list) => list.elements.len() as u64,
+        Expr::Map(map) => map.entries.len() as u64,
+        Expr::Call(call) if call.func_name == "_+_" => call.args.iter().map(max_len).fold(0u64, u64::saturating_add),
+        Expr::Comprehension(c) => max_len(&c.iter_range),
+        _ => LOOP_BOUND,
+    }
+}
+
+/// String literals that could name a domain (a dot, no spaces or slashes).
+fn collect_domains(expr: &IdedExpr, out: &mut Vec<String>) {
+    let mut walk = |e: &IdedExpr| collect_domains(e, out);
+    match &expr.expr {
+        Expr::Literal(LiteralValue::String(text)) => {
+            let text = text.inner();
+            if text.contains('.') && !text.contains(['/', ' ']) && !out.iter().any(|d| d == text) {
+                out.push(text.to_string());
+            }
+        }
+        Expr::Call(call) => call.target.iter().map(|t| &**t).chain(&call.args).for_each(&mut walk),
+        Expr::Comprehension(c) => {
+            [&c.iter_range, &c.accu_init, &c.loop_cond, &c.loop_step, &c.result].into_iter().for_each(&mut walk)
+        }
+        Expr::List(list) => list.elements.iter().for_each(&mut walk),
+        Expr::Map(map) => map.entries.iter().flat_map(entry_exprs).for_each(&mut walk),
+        Expr::Struct(s) => s.entries.iter().flat_map(entry_exprs).for_each(&mut walk),
+        Expr::Select(select) => walk(&select.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
