@@ -431,3 +431,66 @@ fn collect_domains(expr: &IdedExpr, out: &mut Vec<String>) {
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(expression: &str) -> Result<bool, CelError> {
+        let device = Device {
+            id: DeviceId::new("gpu.nvidia.com", "n", "gpu-0"),
+            attributes: BTreeMap::from([
+                ("gpu.nvidia.com/driverVersion".to_string(), AttributeValue::Version("570.133.20".into())),
+                ("gpu.nvidia.com/index".to_string(), AttributeValue::Int(3)),
+            ]),
+            capacity: BTreeMap::from([(
+                "gpu.nvidia.com/memory".to_string(),
+                parse_quantity("81559Mi").map_err(|e| CelError::Eval {
+                    expression: String::new(),
+                    device: String::new(),
+                    message: e.to_string(),
+                })?,
+            )]),
+            consumes: BTreeMap::new(),
+            taints: Vec::new(),
+            node: None,
+        };
+        let mut selectors = Selectors::new();
+        let id = selectors.compile(expression, &SelectorOwner::Class("c".into()))?;
+        selectors.matches(id, &device)
+    }
+
+    #[test]
+    fn kubernetes_functions() {
+        for expression in [
+            "device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('80Gi')) < 0",
+            "device.capacity['gpu.nvidia.com'].memory.isGreaterThan(quantity('80G'))",
+            "device.capacity['gpu.nvidia.com'].memory == quantity('83516416Ki')",
+            "device.attributes['gpu.nvidia.com'].driverVersion.isLessThan(semver('570.140.0'))",
+            "device.attributes['gpu.nvidia.com'].driverVersion.minor() == 133",
+            "semver('1.0.0-rc.1').isLessThan(semver('1.0.0'))",
+            "semver('1.0.0-alpha.2').isLessThan(semver('1.0.0-alpha.10'))",
+            "isQuantity('1.5Gi') && !isQuantity('1.5GiB') && isSemver('1.2.3') && !isSemver('1.2')",
+            "device.attributes['gpu.nvidia.com'].index in [1, 3]",
+            "device.driver.endsWith('nvidia.com') && device.driver.matches('^gpu[.]')",
+            "size(device.attributes['other.example.com']) == 0",
+        ] {
+            assert_eq!(eval(expression), Ok(true), "{expression}");
+        }
+        assert!(matches!(eval("quantity('80Gi').compareTo(semver('1.0.0')) == 0"), Err(CelError::Eval { .. })));
+        assert!(matches!(eval("device.attributes['gpu.nvidia.com'].index"), Err(CelError::Eval { .. })));
+    }
+
+    #[test]
+    fn cost_is_estimated_statically() {
+        let cost = |text: &str| Program::compile(text).map(|p| estimate_cost(p.expression())).unwrap_or(0);
+        assert_eq!(cost("true"), 1);
+        // `_==_`, `device.driver` (select + ident), the literal.
+        assert_eq!(cost("device.driver == 'x'"), 4);
+        let nested = cost("[1, 2, 3].all(x, [4, 5].all(y, x < y))");
+        let flat = cost("[1, 2, 3].all(x, x < 4)");
+        assert!(nested > 2 * flat, "{nested} vs {flat}");
+        // An unknown range counts 32 elements.
+        assert!(cost("device.attributes['a.b'].all(k, k != '')") > 32);
+    }
+}

@@ -9,6 +9,8 @@ use trainyard_topology::devices::{
     SelectorOwner, Selectors, allocate_gang, allocate_pod, parse_objects, resolve_claim,
 };
 
+mod prop;
+
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dra");
 
 fn load() -> DraObjects {
@@ -397,4 +399,88 @@ fn objects_name_their_errors() {
         fixture.inline("big", too_many).unwrap_err(),
         ClaimError::TooManyDevices { claim: "big".into(), devices: 33 }
     );
+}
+
+#[test]
+fn node_reach_is_read_or_reported() {
+    let text = r#"
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: fabric}
+spec:
+  driver: fabric.example.com
+  allNodes: true
+  pool: {name: fabric, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: link-0, attributes: {type: {string: link}}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: rack-3}
+spec:
+  driver: fabric.example.com
+  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: ["3"]}]}]}
+  pool: {name: rack-3, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: switch-0}
+"#;
+    let objects = parse_objects(text, "fabric.yaml").expect("parses");
+    let view = PoolView::build(&objects.slices);
+    let ids = |node: &str| -> Vec<String> { view.host(node).devices.iter().map(|d| d.id.to_string()).collect() };
+    assert_eq!(ids("node-a"), ["fabric.example.com/fabric/link-0"]);
+    assert_eq!(ids("node-z"), ["fabric.example.com/fabric/link-0"]);
+    assert_eq!(view.reports.len(), 1);
+    assert_eq!(view.reports[0].subject, "fabric.example.com/rack-3");
+    assert_eq!(
+        view.reports[0].reason,
+        "slice rack-3: nodeSelector slices are not supported yet (they need Node labels); its devices are left out"
+    );
+}
+
+/// 60 devices with 19 values of one attribute, 20 of them asked with distinct values: no
+/// solution, and far too many combinations to try them all. The budget ends the search, the
+/// same way every time.
+#[test]
+fn the_search_budget_ends_hopeless_searches() {
+    let devices: Vec<String> =
+        (0..60).map(|i| format!("  - {{name: d-{i}, attributes: {{lane: {{int: {}}}}}}}", i % 19)).collect();
+    let text = format!(
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {{name: s}}\nspec:\n  driver: lanes.example.com\n  \
+         nodeName: host-1\n  pool: {{name: host-1, generation: 1, resourceSliceCount: 1}}\n  devices:\n{}\n---\n\
+         apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {{name: lanes}}\nspec:\n  selectors:\n  \
+         - cel: {{expression: \"device.driver == 'lanes.example.com'\"}}\n",
+        devices.join("\n")
+    );
+    let objects = parse_objects(&text, "lanes.yaml").expect("parses");
+    let view = PoolView::build(&objects.slices);
+    let mut selectors = Selectors::new();
+    let spec: ClaimSpec = serde_saphyr::from_str(
+        "devices: {requests: [{name: x, exactly: {deviceClassName: lanes, count: 20}}], \
+         constraints: [{distinctAttribute: lanes.example.com/lane}]}",
+    )
+    .expect("spec");
+    let claim = resolve_claim("c", &spec, &objects.classes, &mut selectors).expect("claim");
+    let started = std::time::Instant::now();
+    let error =
+        allocate_pod(&view, "host-1", std::slice::from_ref(&claim), &InUse::default(), &mut selectors).unwrap_err();
+    assert_eq!(
+        error,
+        AllocationError::BudgetExhausted {
+            claim: "c".into(),
+            request: "x".into(),
+            budget: trainyard_topology::devices::SEARCH_BUDGET
+        }
+    );
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+    // 19 distinct lanes are there for the asking.
+    let spec: ClaimSpec = serde_saphyr::from_str(
+        "devices: {requests: [{name: x, exactly: {deviceClassName: lanes, count: 19}}], \
+         constraints: [{distinctAttribute: lanes.example.com/lane}]}",
+    )
+    .expect("spec");
+    let claim = resolve_claim("c", &spec, &objects.classes, &mut selectors).expect("claim");
+    let allocation = allocate_pod(&view, "host-1", &[claim], &InUse::default(), &mut selectors).expect("fits");
+    let names: Vec<String> = allocation.claims[0].results.iter().map(|r| r.device.device.clone()).collect();
+    let expected: Vec<String> = (0..19).map(|i| format!("d-{i}")).collect();
+    assert_eq!(names, expected);
 }
