@@ -15,6 +15,8 @@ pub mod cel;
 pub mod claims;
 pub mod objects;
 pub mod pools;
+pub mod read;
+mod search;
 
 pub use allocate::{
     AllocationError, DeviceResult, GangAllocationError, InUse, PodAllocation, PodClaims, SEARCH_BUDGET, allocate_gang,
@@ -24,5 +26,5 @@ pub use cel::{CelError, ExprId, MAX_COST, MAX_EXPRESSION_BYTES, SelectorOwner, S
 pub use claims::{
     Alternative, Claim, ClaimError, Constraint, ConstraintKind, MAX_DEVICES_PER_CLAIM, Request, resolve_claim,
 };
-pub use objects::{DraObjects, parse_objects};
 pub use pools::{Device, DeviceId, HostDevices, Pool, PoolReport, PoolView};
+pub use read::{DraObjects, parse_objects};

@@ -389,7 +389,10 @@ fn an_evaluation_error_fails_the_claim() {
 fn objects_name_their_errors() {
     let text = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec:\n  spec:\n    devices:\n      requests:\n      - name: x\n        exactly: {count: 2}\n";
     let error = parse_objects(text, "claims.yaml").unwrap_err().to_string();
-    assert!(error.starts_with("claims.yaml: field `ResourceClaimTemplate/t: spec`"), "{error}");
+    assert!(
+        error.starts_with("claims.yaml: field `ResourceClaimTemplate/t: spec.spec.devices.requests[0]`"),
+        "{error}"
+    );
     assert!(error.contains("deviceClassName"), "{error}");
     let error = parse_objects("kind: Pod\nmetadata: {name: p}\n", "pods.yaml").unwrap_err().to_string();
     assert!(error.contains("Pod/p: kind"), "{error}");
