@@ -159,6 +159,9 @@ pub struct Pool {
     pub slice_count: i64,
     /// Slices seen at that generation.
     pub slices_seen: i64,
+    /// Why the pool cannot be used although complete (a device name listed twice), as upstream
+    /// skips invalid pools.
+    pub invalid: Option<String>,
     /// Node-local pools: the node; `None` for `allNodes`.
     pub node: Option<String>,
     /// Shared counters available: (set, counter) -> amount in thousandths.
@@ -171,6 +174,11 @@ impl Pool {
     /// Whether every slice of the pool is seen.
     pub fn complete(&self) -> bool {
         self.slices_seen == self.slice_count
+    }
+
+    /// Whether its devices may be allocated: complete and valid.
+    pub fn usable(&self) -> bool {
+        self.complete() && self.invalid.is_none()
     }
 }
 
@@ -200,7 +208,7 @@ pub struct HostDevices<'a> {
     pub node: String,
     /// Devices in id order.
     pub devices: Vec<&'a Device>,
-    /// Incomplete pools the node reaches, as `driver/pool`.
+    /// Incomplete (or invalid) pools the node reaches, as `driver/pool`.
     pub incomplete: Vec<String>,
 }
 
@@ -240,6 +248,7 @@ impl PoolView {
                 generation: slice.pool.generation,
                 slice_count: slice.pool.resource_slice_count,
                 slices_seen: 0,
+                invalid: None,
                 node: None,
                 counters: BTreeMap::new(),
                 devices: Vec::new(),
@@ -281,15 +290,34 @@ impl PoolView {
         }
         for pool in view.pools.values_mut() {
             pool.devices.sort_by(|a, b| a.id.cmp(&b.id));
+            let subject = format!("{}/{}", pool.driver, pool.name);
+            if let Some(twice) = pool.devices.windows(2).find(|w| w[0].id == w[1].id) {
+                pool.invalid = Some(format!("device {} is listed twice", twice[0].id.device));
+            }
             if !pool.complete() {
-                view.reports.push(PoolReport {
-                    subject: format!("{}/{}", pool.driver, pool.name),
-                    reason: format!(
-                        "incomplete: {} of {} slices of generation {} seen; its devices are not used",
-                        pool.slices_seen, pool.slice_count, pool.generation
-                    ),
-                });
+                let reason = format!(
+                    "incomplete: {} of {} slices of generation {} seen; its devices are not used",
+                    pool.slices_seen, pool.slice_count, pool.generation
+                );
+                view.reports.push(PoolReport { subject, reason });
                 pool.devices.clear();
+            } else if let Some(invalid) = &pool.invalid {
+                view.reports
+                    .push(PoolReport { subject, reason: format!("invalid: {invalid}; its devices are not used") });
+                pool.devices.clear();
+            } else {
+                // A device that takes from a counter set the pool does not publish can never be
+                // allocated; say so rather than let it silently never match.
+                for device in &pool.devices {
+                    if let Some((set, counter)) = device.consumes.keys().find(|k| !pool.counters.contains_key(*k)) {
+                        view.reports.push(PoolReport {
+                            subject: format!("{subject}/{}", device.id.device),
+                            reason: format!(
+                                "consumes counter {set}/{counter}, which the pool does not publish; never allocatable"
+                            ),
+                        });
+                    }
+                }
             }
         }
         view
@@ -300,7 +328,7 @@ impl PoolView {
         let mut host = HostDevices { node: node.to_string(), ..HostDevices::default() };
         for pool in self.pools.values() {
             let reaches = |n: &Option<String>| n.as_deref().is_none_or(|n| n == node);
-            if !pool.complete() {
+            if !pool.usable() {
                 if reaches(&pool.node) {
                     host.incomplete.push(format!("{}/{}", pool.driver, pool.name));
                 }
@@ -362,6 +390,29 @@ fn read_device(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn grouping_attributes() {
+        let attributes = BTreeMap::from([
+            (PCIE_ROOT.to_string(), AttributeValue::String("pci0000:15".into())),
+            ("vfio.example.com/numa".to_string(), AttributeValue::Int(1)),
+            (NVLINK_CLIQUE.to_string(), AttributeValue::String("7f3c.1".into())),
+        ]);
+        let device = Device {
+            id: DeviceId::new("vfio.example.com", "n", "d"),
+            attributes,
+            capacity: BTreeMap::new(),
+            consumes: BTreeMap::new(),
+            taints: Vec::new(),
+            node: None,
+        };
+        assert_eq!(
+            (device.pcie_root(), device.numa_node(), device.nvlink_clique()),
+            (Some("pci0000:15"), Some(1), Some("7f3c.1"))
+        );
+        assert_eq!(qualify("gpu.nvidia.com", "productName"), "gpu.nvidia.com/productName");
+        assert_eq!(qualify("gpu.nvidia.com", "resource.kubernetes.io/pcieRoot"), PCIE_ROOT);
+    }
 
     #[test]
     fn device_names_order_numbers_by_value() {

@@ -487,3 +487,48 @@ fn the_search_budget_ends_hopeless_searches() {
     let expected: Vec<String> = (0..19).map(|i| format!("d-{i}")).collect();
     assert_eq!(names, expected);
 }
+
+#[test]
+fn invalid_pools_and_unknown_counters_are_reported() {
+    let text = r#"
+kind: ResourceSlice
+metadata: {name: twice-0}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-x
+  pool: {name: node-x, generation: 1, resourceSliceCount: 2}
+  devices: [{name: gpu-0}]
+---
+kind: ResourceSlice
+metadata: {name: twice-1}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-x
+  pool: {name: node-x, generation: 1, resourceSliceCount: 2}
+  devices: [{name: gpu-0}]
+---
+kind: ResourceSlice
+metadata: {name: mig}
+spec:
+  driver: gpu.nvidia.com
+  nodeName: node-y
+  pool: {name: node-y, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: gpu-0-mig-0
+    consumesCounters: [{counterSet: gpu-0-counter-set, counters: {memory: {value: 10Gi}}}]
+"#;
+    let view = PoolView::build(&parse_objects(text, "bad.yaml").expect("parses").slices);
+    let reports: Vec<(String, String)> = view.reports.iter().map(|r| (r.subject.clone(), r.reason.clone())).collect();
+    assert_eq!(
+        reports,
+        [
+            ("gpu.nvidia.com/node-x".into(), "invalid: device gpu-0 is listed twice; its devices are not used".into()),
+            (
+                "gpu.nvidia.com/node-y/gpu-0-mig-0".into(),
+                "consumes counter gpu-0-counter-set/memory, which the pool does not publish; never allocatable".into()
+            ),
+        ]
+    );
+    assert_eq!(view.host("node-x").incomplete, ["gpu.nvidia.com/node-x"]);
+    assert!(view.host("node-x").devices.is_empty());
+}
