@@ -532,3 +532,19 @@ spec:
     assert_eq!(view.host("node-x").incomplete, ["gpu.nvidia.com/node-x"]);
     assert!(view.host("node-x").devices.is_empty());
 }
+
+#[test]
+fn a_request_prefers_one_pcie_root_over_the_lowest_ids() {
+    let mut fixture = Fixture::new();
+    let two = [fixture
+        .inline("two", "devices: {requests: [{name: gpus, exactly: {deviceClassName: gpu.nvidia.com, count: 2}}]}")
+        .expect("claim")];
+    // gpu-0 taken: gpu-1 + gpu-2 would be the lowest ids (upstream's first fit) but span two roots.
+    let in_use = fixture.in_use("node-a", &["gpu-0"]);
+    let allocation = fixture.pod("node-a", &two, &in_use).expect("fits");
+    assert_eq!(allocation.claims[0].results, gpus("gpus", "node-a", &[2, 3]));
+    // Every root half taken: no single root has two, so the lowest ids win.
+    let in_use = fixture.in_use("node-a", &["gpu-0", "gpu-2", "gpu-4", "gpu-6"]);
+    let allocation = fixture.pod("node-a", &two, &in_use).expect("fits");
+    assert_eq!(allocation.claims[0].results, gpus("gpus", "node-a", &[1, 3]));
+}
