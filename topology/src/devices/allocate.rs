@@ -1,12 +1,15 @@
 //! Devices for one pod's claims on one host, and for a whole gang (all pods or none).
 //!
 //! The rules are the upstream allocator's: a device serves a request when it is free, meets the
-//! class's and the request's CEL selectors, tolerates-wise is usable (every `NoSchedule` /
-//! `NoExecute` taint tolerated), offers the requested capacity, and its shared counters stay
-//! within what the pool has; constraints are checked as devices are added, so a branch that
-//! breaks one is cut at once. `firstAvailable` alternatives are tried in order and the earliest
-//! that lets every claim of the pod succeed wins, as upstream. `All` takes every matching device
-//! of the host and fails when one of them is in use or a pool the host reaches is incomplete.
+//! class's and then the request's CEL selectors, has every `NoSchedule` / `NoExecute` taint
+//! tolerated, offers the requested capacity, and its shared counters stay within what the pool
+//! has; constraints are checked as devices are added, so a branch that breaks one is cut at once.
+//! `firstAvailable` alternatives are tried in order and the earliest that lets every claim of the
+//! pod succeed wins, as upstream. `All` takes every matching device of the host (an untolerated
+//! tainted device does not match) and fails when one of them is in use, when none matches, when
+//! more than 32 match, or when a pool the host reaches is incomplete or invalid. A selector that
+//! fails to evaluate fails the pod's allocation (upstream aborts), naming claim and request.
+//! `adminAccess` is refused when claims are resolved.
 //!
 //! Unlike upstream, the first solution does not end the search: devices are picked as
 //! combinations in index order (never permutations), and among the solutions found within

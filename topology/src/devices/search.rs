@@ -177,7 +177,10 @@ impl<'a, 'h> Search<'a, 'h> {
                 return false;
             };
             let id = (candidate.id.driver.clone(), candidate.id.pool.clone(), set.clone(), counter.clone());
-            let taken = self.in_use.consumed(candidate, set, counter) + self.counters.get(&id).copied().unwrap_or(0);
+            let taken = self
+                .in_use
+                .consumed(candidate, set, counter)
+                .saturating_add(self.counters.get(&id).copied().unwrap_or(0));
             if taken.saturating_add(*amount) > available {
                 return false;
             }
@@ -319,11 +322,9 @@ fn describe(alternative: &Alternative, candidates: Option<&Candidates>) -> Strin
     }
     let need = alternative.count.unwrap_or(candidates.matching);
     let (free, matching, class) = (candidates.devices.len(), candidates.matching, &alternative.class);
+    let devices = if need == 1 { "1 device".to_string() } else { format!("{need} devices") };
     if free < need {
-        format!(
-            "{}: needs {need} devices of class {class}, {matching} match and {free} of those are free",
-            alternative.name
-        )
+        format!("{}: needs {devices} of class {class}, {matching} match and {free} of those are free", alternative.name)
     } else {
         format!(
             "{}: {free} free devices of class {class} match, but no {need} of them meet the constraints and shared counters together with the pod's other requests",

@@ -248,7 +248,7 @@ fn taints_block_unless_tolerated() {
         .inline("plain", "devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.nvidia.com}}]}")
         .expect("claim")];
     let error = fixture.pod("node-b", &plain, &in_use).unwrap_err();
-    let reason = "gpu: needs 1 devices of class gpu.nvidia.com, 7 match and 0 of those are free";
+    let reason = "gpu: needs 1 device of class gpu.nvidia.com, 7 match and 0 of those are free";
     assert_eq!(
         error,
         AllocationError::Unsatisfiable { claim: "plain".into(), request: "gpu".into(), reason: reason.into() }
