@@ -175,6 +175,12 @@ impl Selectors {
         self.programs.get(id.0).map_or(0, |c| estimate_cost(c.program.expression()))
     }
 
+    /// Forgets every result (not the compiled expressions): call it when devices change under
+    /// the same ids, e.g. a pool's new generation.
+    pub fn clear_results(&mut self) {
+        self.results.clear();
+    }
+
     /// Evaluations done so far (cache misses).
     pub fn evaluations(&self) -> u64 {
         self.evaluations

@@ -548,3 +548,26 @@ fn a_request_prefers_one_pcie_root_over_the_lowest_ids() {
     let allocation = fixture.pod("node-a", &two, &in_use).expect("fits");
     assert_eq!(allocation.claims[0].results, gpus("gpus", "node-a", &[1, 3]));
 }
+
+#[test]
+fn claims_and_capacity_requests() {
+    let text = r#"{"apiVersion": "v1", "kind": "List", "items": [
+      {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "big-memory", "namespace": "ml"},
+       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com",
+         "capacity": {"requests": {"memory": "100Gi"}}}}]}},
+       "status": {"allocation": {"devices": {"results": []}}}}]}"#;
+    let objects = parse_objects(text, "claim.json").expect("parses");
+    assert_eq!((objects.claims[0].name.as_str(), objects.claims[0].namespace.as_str()), ("big-memory", "ml"));
+    let mut fixture = Fixture::new();
+    let claim = resolve_claim("big-memory", &objects.claims[0].spec, &fixture.objects.classes, &mut fixture.selectors)
+        .expect("claim");
+    // Only H200s (143771Mi) offer 100Gi.
+    assert!(fixture.pod("node-a", std::slice::from_ref(&claim), &InUse::default()).is_err());
+    let allocation = fixture.pod("node-c", &[claim], &InUse::default()).expect("fits");
+    assert_eq!(allocation.claims[0].results, gpus("gpu", "node-c", &[0]));
+    // Selectors are compiled once per text: the fixture's classes share one expression.
+    let before = fixture.selectors.evaluations();
+    let again = fixture.claim("trainer-8gpu", "again");
+    let _ = fixture.pod("node-c", &[again], &InUse::default()).expect("fits");
+    assert_eq!(fixture.selectors.evaluations(), before, "results cached per (expression, device)");
+}
