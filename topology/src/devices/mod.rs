@@ -19,8 +19,8 @@ pub mod read;
 mod search;
 
 pub use allocate::{
-    AllocationError, DeviceResult, GangAllocationError, InUse, PodAllocation, PodClaims, SEARCH_BUDGET, allocate_gang,
-    allocate_pod,
+    AllocationError, DeviceResult, GangAllocationError, IMPROVE_BUDGET, InUse, PodAllocation, PodClaims, SEARCH_BUDGET,
+    allocate_gang, allocate_pod,
 };
 pub use cel::{CelError, ExprId, MAX_COST, MAX_EXPRESSION_BYTES, SelectorOwner, Selectors};
 pub use claims::{

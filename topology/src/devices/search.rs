@@ -2,9 +2,9 @@
 //! in index order, constraints and shared counters checked as devices are added, the best
 //! solution kept by (earliest alternatives, fewest PCIe roots spanned, lowest device ids).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use super::allocate::{AllocationError, CounterId, InUse, SEARCH_BUDGET};
+use super::allocate::{AllocationError, CounterId, IMPROVE_BUDGET, InUse, SEARCH_BUDGET};
 use super::cel::Selectors;
 use super::claims::{Alternative, Claim, ConstraintKind, MAX_DEVICES_PER_CLAIM};
 use super::objects::DeviceTaintEffect;
@@ -46,6 +46,8 @@ pub(super) struct Search<'a, 'h> {
     pub(super) deepest: usize,
     /// The best solution so far.
     pub(super) best: Option<Best>,
+    /// `tried` when the first solution was found.
+    first_found: Option<u64>,
 }
 
 impl<'a, 'h> Search<'a, 'h> {
@@ -71,6 +73,7 @@ impl<'a, 'h> Search<'a, 'h> {
             tried: 0,
             deepest: 0,
             best: None,
+            first_found: None,
         }
     }
 
@@ -84,7 +87,7 @@ impl<'a, 'h> Search<'a, 'h> {
         let (c, r) = self.slots[slot];
         for alt in 0..self.claims[c].requests[r].alternatives.len() {
             self.alts[slot] = alt;
-            if !self.can_improve(slot) || self.tried > SEARCH_BUDGET || self.perfect() {
+            if !self.can_improve(slot) || self.exhausted() || self.perfect() {
                 break;
             }
             self.ensure_candidates(c, r, alt)?;
@@ -108,7 +111,7 @@ impl<'a, 'h> Search<'a, 'h> {
             return self.slot(slot + 1);
         }
         for i in from..devices.len() {
-            if devices.len() - i < need || self.tried > SEARCH_BUDGET || self.perfect() || !self.can_improve(slot) {
+            if devices.len() - i < need || self.exhausted() || self.perfect() || !self.can_improve(slot) {
                 break;
             }
             self.tried += 1;
@@ -191,16 +194,15 @@ impl<'a, 'h> Search<'a, 'h> {
             let (_, r) = self.slots[s];
             claim.requests[r].alternatives[self.alts[s]].name.as_str()
         };
-        let same_claim: Vec<(usize, usize)> =
-            self.chosen.iter().copied().filter(|&(s, _)| self.slots[s].0 == c).collect();
-        if same_claim.len() >= MAX_DEVICES_PER_CLAIM {
+        let same_claim = || self.chosen.iter().filter(|&&(s, _)| self.slots[s].0 == c);
+        if same_claim().count() >= MAX_DEVICES_PER_CLAIM {
             return false;
         }
         for constraint in claim.constraints.iter().filter(|k| k.covers(name_of(slot))) {
             let Some(value) = candidate.attribute(constraint.attribute()) else {
                 return false;
             };
-            for &(_, other) in same_claim.iter().filter(|&&(s, _)| constraint.covers(name_of(s))) {
+            for &(_, other) in same_claim().filter(|&&(s, _)| constraint.covers(name_of(s))) {
                 let other = self.host.devices[other].attribute(constraint.attribute());
                 let ok = match constraint.kind {
                     ConstraintKind::Match(_) => other == Some(value),
@@ -214,21 +216,36 @@ impl<'a, 'h> Search<'a, 'h> {
         true
     }
 
-    /// PCIe roots spanned beyond one, per request and for the whole pod.
+    /// PCIe roots spanned beyond one, per request and for the whole pod. `chosen` holds each
+    /// slot's devices together (slots are filled in order), so one pass with small lists does.
     fn penalty(&self) -> usize {
-        let spread = |roots: BTreeSet<&str>| roots.len().saturating_sub(1);
-        let roots_of = |filter: &dyn Fn(usize) -> bool| -> BTreeSet<&str> {
-            self.chosen
-                .iter()
-                .filter(|&&(s, _)| filter(s))
-                .filter_map(|&(_, d)| self.host.devices[d].pcie_root())
-                .collect()
-        };
-        let per_slot: usize = (0..self.slots.len()).map(|slot| spread(roots_of(&|s| s == slot))).sum();
-        per_slot + spread(roots_of(&|_| true))
+        let (mut pod, mut group): (Vec<&str>, Vec<&str>) = (Vec::new(), Vec::new());
+        let (mut total, mut current) = (0, usize::MAX);
+        for &(slot, device) in &self.chosen {
+            if slot != current {
+                total += group.len().saturating_sub(1);
+                group.clear();
+                current = slot;
+            }
+            if let Some(root) = self.host.devices[device].pcie_root() {
+                if !group.contains(&root) {
+                    group.push(root);
+                }
+                if !pod.contains(&root) {
+                    pod.push(root);
+                }
+            }
+        }
+        total + group.len().saturating_sub(1) + pod.len().saturating_sub(1)
+    }
+
+    /// Out of budget: in all, or for improving on the first solution.
+    fn exhausted(&self) -> bool {
+        self.tried > SEARCH_BUDGET || self.first_found.is_some_and(|first| self.tried > first + IMPROVE_BUDGET)
     }
 
     fn record(&mut self) {
+        self.first_found.get_or_insert(self.tried);
         let penalty = self.penalty();
         let better = match &self.best {
             None => true,
