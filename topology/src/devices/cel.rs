@@ -105,9 +105,16 @@ pub enum CelError {
     },
 }
 
-/// A compiled expression, by index into [`Selectors`].
+/// A compiled expression of one [`Selectors`]: it carries that cache's number, so that an id
+/// handed to another cache is refused instead of naming a different expression there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ExprId(usize);
+pub struct ExprId {
+    cache: u64,
+    index: usize,
+}
+
+/// Numbers the caches (identity only; nothing depends on the values).
+static NEXT_CACHE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 struct Compiled {
     text: String,
@@ -119,6 +126,7 @@ struct Compiled {
 /// Every compiled selector and every result so far. One per scheduling pass (or longer: results
 /// only depend on the expression and the device, so keep it while the devices do not change).
 pub struct Selectors {
+    number: u64,
     context: Context<'static, 'static>,
     by_text: HashMap<String, ExprId>,
     programs: Vec<Compiled>,
@@ -137,7 +145,14 @@ impl Selectors {
     pub fn new() -> Selectors {
         let mut context = Context::default();
         register(&mut context);
-        Selectors { context, by_text: HashMap::new(), programs: Vec::new(), results: HashMap::new(), evaluations: 0 }
+        Selectors {
+            number: NEXT_CACHE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            context,
+            by_text: HashMap::new(),
+            programs: Vec::new(),
+            results: HashMap::new(),
+            evaluations: 0,
+        }
     }
 
     /// Compiles `expression` (once per text) after checking its size and estimated cost.
@@ -159,7 +174,7 @@ impl Selectors {
         }
         let mut domains = Vec::new();
         collect_domains(program.expression(), &mut domains);
-        let id = ExprId(self.programs.len());
+        let id = ExprId { cache: self.number, index: self.programs.len() };
         self.programs.push(Compiled { text: expression.to_string(), program, domains });
         self.by_text.insert(expression.to_string(), id);
         Ok(id)
@@ -167,12 +182,16 @@ impl Selectors {
 
     /// The expression's text.
     pub fn text(&self, id: ExprId) -> &str {
-        self.programs.get(id.0).map_or("", |c| c.text.as_str())
+        self.compiled(id).map_or("", |c| c.text.as_str())
     }
 
     /// The estimated cost of an expression (see the module doc).
     pub fn cost(&self, id: ExprId) -> u64 {
-        self.programs.get(id.0).map_or(0, |c| estimate_cost(c.program.expression()))
+        self.compiled(id).map_or(0, |c| estimate_cost(c.program.expression()))
+    }
+
+    fn compiled(&self, id: ExprId) -> Option<&Compiled> {
+        self.programs.get(id.index).filter(|_| id.cache == self.number)
     }
 
     /// Forgets every result (not the compiled expressions): call it when devices change under
@@ -191,11 +210,11 @@ impl Selectors {
         if let Some(&result) = self.results.get(&(id, device.id.clone())) {
             return Ok(result);
         }
-        let Some(compiled) = self.programs.get(id.0) else {
+        let Some(compiled) = self.programs.get(id.index).filter(|_| id.cache == self.number) else {
             return Err(CelError::Eval {
                 expression: String::new(),
                 device: device.id.to_string(),
-                message: "unknown expression id".to_string(),
+                message: "the expression was compiled by another Selectors".to_string(),
             });
         };
         let eval = |message: String| CelError::Eval {
@@ -485,6 +504,16 @@ mod tests {
         }
         assert!(matches!(eval("quantity('80Gi').compareTo(semver('1.0.0')) == 0"), Err(CelError::Eval { .. })));
         assert!(matches!(eval("device.attributes['gpu.nvidia.com'].index"), Err(CelError::Eval { .. })));
+    }
+
+    #[test]
+    fn ids_of_another_cache_are_refused() {
+        let owner = SelectorOwner::Class("c".into());
+        let (mut one, mut other) = (Selectors::new(), Selectors::new());
+        let id = one.compile("true", &owner).unwrap_or_else(|e| panic!("{e}"));
+        let _ = other.compile("false", &owner);
+        assert_eq!(other.text(id), "");
+        assert_eq!(one.text(id), "true");
     }
 
     #[test]
