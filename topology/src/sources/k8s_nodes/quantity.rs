@@ -438,6 +438,20 @@ mod tests {
         }
 
         #[test]
+        fn compare_agrees_with_exact_integers(a in any::<u64>(), b in any::<u64>(), m in 0..4usize) {
+            // a in milli-units, Ki, M and plain units against b in plain units: exact in u128.
+            let (suffix, scale_num, scale_den): (&str, u128, u128) = [("m", 1, 1000), ("Ki", 1024, 1), ("M", 1_000_000, 1), ("", 1, 1)][m];
+            let left = parse_quantity(&format!("{a}{suffix}")).unwrap();
+            let right = parse_quantity(&b.to_string()).unwrap();
+            let expected = (u128::from(a) * scale_num).cmp(&(u128::from(b) * scale_den));
+            prop_assert_eq!(left.compare(&right), expected);
+            prop_assert_eq!(right.compare(&left), expected.reverse());
+            let same = parse_quantity(&(u128::from(a) * 1024).to_string()).unwrap();
+            let kibi = parse_quantity(&format!("{a}Ki")).unwrap();
+            prop_assert!(kibi.compare(&same).is_eq());
+        }
+
+        #[test]
         fn bytes_round_down_to_whole_mebibytes(bytes in any::<u64>()) {
             prop_assert_eq!(parse_mebibytes(&bytes.to_string()), Ok(bytes >> 20));
             prop_assert_eq!(parse_mebibytes(&format!("{bytes}e0")), Ok(bytes >> 20));
