@@ -21,6 +21,8 @@ pub struct DraObjects {
 
 #[derive(Deserialize)]
 struct Envelope {
+    #[serde(rename = "apiVersion")]
+    api_version: Option<String>,
     kind: Option<String>,
     #[serde(default)]
     metadata: Metadata,
@@ -126,6 +128,14 @@ fn read_value(
     }
     if envelope.metadata.name.is_empty() {
         return Err(InputError::invalid(source_name, None, format!("{place} {object}: metadata.name"), "missing"));
+    }
+    // v1beta2 has v1's shape; v1beta1 and v1alpha3 wrap devices in `basic` and put requests'
+    // fields at the top, which would read here as devices without attributes: refuse them.
+    let old =
+        |v: &&str| v.starts_with("resource.k8s.io/") && !matches!(*v, "resource.k8s.io/v1" | "resource.k8s.io/v1beta2");
+    if let Some(version) = envelope.api_version.as_deref().filter(old) {
+        let message = format!("{version} has another shape; read the objects through resource.k8s.io/v1");
+        return Err(InputError::invalid(source_name, None, format!("{object}: apiVersion"), message));
     }
     match kind.as_str() {
         "DeviceClass" => {

@@ -394,6 +394,12 @@ fn objects_name_their_errors() {
         "{error}"
     );
     assert!(error.contains("deviceClassName"), "{error}");
+    let old = "apiVersion: resource.k8s.io/v1beta1\nkind: ResourceSlice\nmetadata: {name: s}\nspec: {}\n";
+    assert_eq!(
+        parse_objects(old, "old.yaml").unwrap_err().to_string(),
+        "old.yaml: field `ResourceSlice/s: apiVersion`: resource.k8s.io/v1beta1 has another shape; read the objects \
+         through resource.k8s.io/v1"
+    );
     let error = parse_objects("kind: Pod\nmetadata: {name: p}\n", "pods.yaml").unwrap_err().to_string();
     assert!(error.contains("Pod/p: kind"), "{error}");
     let too_many = "devices: {requests: [{name: x, exactly: {deviceClassName: gpu.nvidia.com, count: 33}}]}";
