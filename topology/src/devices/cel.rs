@@ -5,7 +5,9 @@
 //! (versions as semantic versions), `capacity[<domain>].<name>` (quantities) and
 //! `allowMultipleAllocations` (always false here). A domain the device does not publish reads
 //! as an empty map, so `device.attributes['other.vendor'].x` is a missing key (an error), but
-//! `'x' in device.attributes['other.vendor']` is false. Besides CEL's standard library (with
+//! `'x' in device.attributes['other.vendor']` is false. (The cel crate has no declared types, so
+//! the empty maps are made for every string literal that looks like a domain, and for the
+//! device's driver; a domain computed any other way and absent is an error.) Besides CEL's standard library (with
 //! `matches`), the Kubernetes functions the selectors use: `quantity()`, `isQuantity()`,
 //! `semver()`, `isSemver()`, and on both `compareTo`, `isGreaterThan`, `isLessThan`; on versions
 //! `major()`, `minor()`, `patch()`.
@@ -238,7 +240,9 @@ impl Selectors {
 fn device_value(device: &Device, domains: &[String]) -> Value {
     let mut attributes: BTreeMap<&str, HashMap<String, Value>> = BTreeMap::new();
     let mut capacity: BTreeMap<&str, HashMap<String, Value>> = BTreeMap::new();
-    for domain in domains {
+    // Every domain the expression names as a literal, and the driver's own (reached as
+    // `device.attributes[device.driver]`), reads as a map even when the device has nothing there.
+    for domain in domains.iter().map(String::as_str).chain([device.id.driver.as_str()]) {
         attributes.entry(domain).or_default();
         capacity.entry(domain).or_default();
     }
@@ -499,6 +503,7 @@ mod tests {
             "device.attributes['gpu.nvidia.com'].index in [1, 3]",
             "device.driver.endsWith('nvidia.com') && device.driver.matches('^gpu[.]')",
             "size(device.attributes['other.example.com']) == 0",
+            "size(device.capacity[device.driver]) == 1",
         ] {
             assert_eq!(eval(expression), Ok(true), "{expression}");
         }
