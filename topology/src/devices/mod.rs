@@ -12,6 +12,7 @@
 
 pub mod allocate;
 pub mod cel;
+mod cel_library;
 pub mod claims;
 pub mod objects;
 pub mod pools;
