@@ -10,6 +10,7 @@
 //! No I/O and no clock: callers hand in text and get values back.
 
 mod cluster;
+pub mod devices;
 pub mod eligibility;
 mod error;
 pub mod intra_node;

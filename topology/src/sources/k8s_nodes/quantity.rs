@@ -177,6 +177,88 @@ impl Quantity {
     }
 }
 
+impl Quantity {
+    /// Orders two quantities by value (`1Ki` equals `1024`), exactly: the representations are
+    /// brought to a common power of 2 and 5 in a small big-number (values far apart are told
+    /// apart by their logarithms first, so absurd exponents never build huge numbers).
+    pub fn compare(&self, other: &Quantity) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (self.significand == 0, other.significand == 0) {
+            (true, true) => return Ordering::Equal,
+            (true, false) => return Ordering::Less,
+            (false, true) => return Ordering::Greater,
+            _ => {}
+        }
+        let (a, b) = (self.log2(), other.log2());
+        if (a - b).abs() > 2.0 {
+            return a.partial_cmp(&b).unwrap_or(Ordering::Equal);
+        }
+        // value = s × 5^exp10 × 2^(exp10 + 10 × pow1024); divide both by the smaller powers.
+        let twos = |q: &Quantity| q.exp10 + 10 * i64::from(q.pow1024);
+        let (fives, shift) = (self.exp10.min(other.exp10), twos(self).min(twos(other)));
+        let big = |q: &Quantity| Digits::of(q.significand, q.exp10 - fives, twos(q) - shift);
+        match (big(self), big(other)) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            _ => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+        }
+    }
+
+    fn log2(&self) -> f64 {
+        (self.significand as f64).log2()
+            + self.exp10 as f64 * std::f64::consts::LOG2_10
+            + 10.0 * f64::from(self.pow1024)
+    }
+}
+
+/// A non-negative big number in base 2^32, least significant limb first, without leading zeros.
+#[derive(PartialEq, Eq)]
+struct Digits(Vec<u32>);
+
+impl Digits {
+    /// `s × 5^fives × 2^twos`; `None` past 4096 of either factor (never for values within a factor
+    /// of four of each other, which is when this is called).
+    fn of(s: u128, fives: i64, twos: i64) -> Option<Digits> {
+        if !(0..=4096).contains(&fives) || !(0..=4096).contains(&twos) {
+            return None;
+        }
+        let mut digits = Digits(vec![s as u32, (s >> 32) as u32, (s >> 64) as u32, (s >> 96) as u32]);
+        for _ in 0..fives {
+            digits.mul_small(5);
+        }
+        for _ in 0..twos {
+            digits.mul_small(2);
+        }
+        while digits.0.last() == Some(&0) {
+            digits.0.pop();
+        }
+        Some(digits)
+    }
+
+    fn mul_small(&mut self, factor: u64) {
+        let mut carry = 0u64;
+        for limb in &mut self.0 {
+            let product = u64::from(*limb) * factor + carry;
+            *limb = product as u32;
+            carry = product >> 32;
+        }
+        if carry > 0 {
+            self.0.push(carry as u32);
+        }
+    }
+}
+
+impl PartialOrd for Digits {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Digits {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.len().cmp(&other.0.len()).then_with(|| self.0.iter().rev().cmp(other.0.iter().rev()))
+    }
+}
+
 /// Parses a quantity and returns it in thousandths (`cpu` in millicores), rounded down.
 pub fn parse_millis(text: &str) -> Result<u64, QuantityError> {
     parse_quantity(text)?.millis().ok_or_else(|| QuantityError::TooLarge { text: text.to_string() })
@@ -316,6 +398,27 @@ mod tests {
         assert_eq!(parse_millis(&text), Ok(1_000_000_000_000));
     }
 
+    #[test]
+    fn quantities_compare_by_value() {
+        use std::cmp::Ordering::*;
+        let q = |t: &str| parse_quantity(t).unwrap();
+        for (a, b, order) in [
+            ("1Ki", "1024", Equal),
+            ("81559Mi", "80Gi", Less),
+            ("80Gi", "85899345920", Equal),
+            ("0.5", "500m", Equal),
+            ("1G", "1Gi", Less),
+            ("1e3", "1k", Equal),
+            ("0", "1n", Less),
+            ("1E", "1Ei", Less),
+            ("1e-1000", "0", Greater),
+            ("12", "11.999999999999999999999999", Greater),
+        ] {
+            assert_eq!(q(a).compare(&q(b)), order, "{a} vs {b}");
+            assert_eq!(q(b).compare(&q(a)), order.reverse(), "{b} vs {a}");
+        }
+    }
+
     proptest! {
         #[test]
         fn binary_and_milli_suffixes_round_trip(n in any::<u64>(), g in 0..=(u64::MAX >> 10)) {
@@ -332,6 +435,20 @@ mod tests {
             // The same value with its point moved into an exponent.
             let text = format!("{}{milli:03}e-3", cores);
             prop_assert_eq!(parse_millis(&text), Ok(cores * 1000 + milli));
+        }
+
+        #[test]
+        fn compare_agrees_with_exact_integers(a in any::<u64>(), b in any::<u64>(), m in 0..4usize) {
+            // a in milli-units, Ki, M and plain units against b in plain units: exact in u128.
+            let (suffix, scale_num, scale_den): (&str, u128, u128) = [("m", 1, 1000), ("Ki", 1024, 1), ("M", 1_000_000, 1), ("", 1, 1)][m];
+            let left = parse_quantity(&format!("{a}{suffix}")).unwrap();
+            let right = parse_quantity(&b.to_string()).unwrap();
+            let expected = (u128::from(a) * scale_num).cmp(&(u128::from(b) * scale_den));
+            prop_assert_eq!(left.compare(&right), expected);
+            prop_assert_eq!(right.compare(&left), expected.reverse());
+            let same = parse_quantity(&(u128::from(a) * 1024).to_string()).unwrap();
+            let kibi = parse_quantity(&format!("{a}Ki")).unwrap();
+            prop_assert!(kibi.compare(&same).is_eq());
         }
 
         #[test]
