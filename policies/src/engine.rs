@@ -322,14 +322,16 @@ impl Engine {
         let Walk { mut cycle, reservation, .. } = walk;
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
-            // Gangs the cycle did not reach now read another blanket reason.
-            let stale: Vec<GangId> = self
-                .gangs
-                .pending()
-                .ids()
-                .filter(|id| matches!(self.gangs[id].state, GangState::Pending { cycle, .. } if cycle < self.cycle))
-                .collect();
-            self.changed.extend(stale);
+            // Gangs the cycle did not reach now read another blanket reason. A gang already
+            // listed as changed needs no look at its record (one cache miss each, for up to
+            // every pending gang).
+            let (gangs, changed, now) = (&self.gangs, &mut self.changed, self.cycle);
+            for id in gangs.pending().ids() {
+                if !changed.contains(&id) && matches!(gangs[&id].state, GangState::Pending { cycle, .. } if cycle < now)
+                {
+                    changed.insert(id);
+                }
+            }
         }
         self.cluster.reap();
         Ok(cycle)
