@@ -26,6 +26,9 @@ struct Search<'a> {
     /// Each universe host's domain at every depth (`path[i][depth]`), read by the validity
     /// checks at every leaf.
     path: Vec<Vec<DomainId>>,
+    /// Each universe host's weight, and its domains above it (the root excluded) with theirs:
+    /// what using the host adds to the bound, read at every node where a host comes into use.
+    weights: Vec<(u64, Vec<(DomainId, u64)>)>,
     /// What is left on each universe host.
     left: Vec<Resources>,
     /// Pods of each set on each universe host.
@@ -41,10 +44,6 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    fn weight_of(&self, d: DomainId) -> u64 {
-        self.model.weight(self.topo.depth(d), self.topo.host_depth())
-    }
-
     /// Puts `k` pods of set `s` on universe host `i` (or takes them back with `add = false`).
     fn shift(&mut self, s: usize, i: usize, k: u32, add: bool) {
         let pod = self.request.sets[s].pod;
@@ -63,11 +62,9 @@ impl Search<'_> {
         if was_used == now_used {
             return;
         }
-        let host = self.topo.host_domain(self.hosts[i]);
-        let host_weight = self.weight_of(host);
-        let mut d = self.topo.parent(host);
-        let mut delta = host_weight;
-        while let Some(x) = d.filter(|x| self.topo.depth(*x) > 0) {
+        let (host_weight, above) = &self.weights[i];
+        let mut delta = *host_weight;
+        for &(x, weight) in above {
             let slot = &mut self.uses[x.0 as usize];
             let first_or_last = if now_used { *slot == 0 } else { *slot == 1 };
             if now_used {
@@ -76,9 +73,8 @@ impl Search<'_> {
                 *slot -= 1;
             }
             if first_or_last {
-                delta += self.weight_of(x);
+                delta += weight;
             }
-            d = self.topo.parent(x);
         }
         if now_used {
             self.bound += delta;
@@ -256,6 +252,18 @@ pub(crate) fn search(
             (0..=topo.host_depth()).map(|depth| topo.ancestor_at(d, depth)).collect()
         })
         .collect();
+    let weight_of = |d: DomainId| model.weight(topo.depth(d), topo.host_depth());
+    let weights = hosts
+        .iter()
+        .map(|&h| {
+            let host = topo.host_domain(h);
+            let above = std::iter::successors(topo.parent(host), |&x| topo.parent(x))
+                .take_while(|&x| topo.depth(x) > 0)
+                .map(|x| (x, weight_of(x)))
+                .collect();
+            (weight_of(host), above)
+        })
+        .collect();
     let mut search = Search {
         topo,
         free,
@@ -265,6 +273,7 @@ pub(crate) fn search(
         used_hosts: vec![0u32; hosts.len()],
         hosts,
         path,
+        weights,
         left,
         uses: vec![0; topo.domain_count()],
         bound: 0,
