@@ -61,7 +61,7 @@ impl Engine {
                 walk.stop.quota_settled.insert(demand);
                 continue;
             }
-            match self.cluster.place_demand(&demand) {
+            match self.place_in_walk(walk, &demand) {
                 Ok(_) => {
                     walk.stop.open.insert(demand, admitted);
                     return false;

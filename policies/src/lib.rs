@@ -30,6 +30,7 @@ mod live;
 mod node_loss;
 mod order;
 mod pending;
+mod placed;
 mod preempt;
 mod preemption;
 mod quota_tree;

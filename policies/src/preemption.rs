@@ -14,7 +14,7 @@
 //! preemptor's quota admits it once they are gone; it starts in the same cycle on exactly
 //! the capacity they free.
 
-use trainyard_topology::Placement;
+use trainyard_topology::{Placement, Resources};
 
 use crate::engine::{Cycle, GangState, Preemption};
 use crate::preempt::{self, Candidate};
@@ -91,18 +91,43 @@ impl Engine {
         if candidates.is_empty() {
             return Ok(None);
         }
-        // The victims' quota is refunded on the tree itself and charged back at once.
+        // The victims' quota is refunded on the tree itself while the search runs, which reads
+        // the tree only through this check. A search grows its set one gang at a time, so a
+        // check refunds only what its set adds to the last one's (charging back what it drops);
+        // everything is charged back when the search ends. Usage adds up exactly, so the tree
+        // then reads as if each check had refunded its whole set.
+        // Tests check every answer, and the tree after the search, against the tree as it was.
+        #[cfg(debug_assertions)]
+        let pristine = self.quotas.clone();
         let quotas = std::cell::RefCell::new(&mut self.quotas);
+        let refunded: std::cell::RefCell<Vec<(GangId, crate::QueueIdx, Resources)>> = Default::default();
         let quota_ok = |gone: &[&Candidate]| {
-            let mut q = quotas.borrow_mut();
-            for c in gone {
+            let (mut q, mut now) = (quotas.borrow_mut(), refunded.borrow_mut());
+            let kept = now.iter().zip(gone).take_while(|(a, b)| a.0 == b.id).count();
+            for (_, leaf, amount) in now.drain(kept..).rev() {
+                q.charge(leaf, amount);
+            }
+            for c in &gone[kept..] {
                 q.refund(c.queue, c.total);
+                now.push((c.id, c.queue, c.total));
             }
             let ok = q.check(queue, total).is_ok();
-            q.recharge(gone.iter().map(|c| (c.queue, c.total)).collect());
+            #[cfg(debug_assertions)]
+            {
+                let mut whole = pristine.clone();
+                gone.iter().for_each(|c| whole.refund(c.queue, c.total));
+                debug_assert_eq!(whole.check(queue, total).is_ok(), ok, "a check on a set refunded in steps");
+            }
             ok
         };
-        let Some(set) = preempt::choose_victims(&mut self.cluster, &request, &candidates, &quota_ok) else {
+        let chosen = preempt::choose_victims(&mut self.cluster, &request, &candidates, &quota_ok);
+        let q = quotas.into_inner();
+        for (_, leaf, amount) in refunded.into_inner().into_iter().rev() {
+            q.charge(leaf, amount);
+        }
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(format!("{q:?}"), format!("{pristine:?}"), "the search left the quota tree as it was");
+        let Some(set) = chosen else {
             return Ok(None);
         };
         for &victim in &set.victims {

@@ -27,6 +27,8 @@ pub(crate) struct Walk {
     pub(crate) holds: Holds,
     /// What the walk learnt about whether anything left in it can start.
     pub(crate) stop: crate::early_stop::StopCheck,
+    /// Placements found since the free capacity last changed.
+    pub(crate) placed: crate::placed::Placed,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -40,6 +42,7 @@ impl Walk {
             reservation: None,
             holds: Holds::default(),
             stop: Default::default(),
+            placed: Default::default(),
             cycle,
         }
     }
@@ -97,7 +100,7 @@ impl Engine {
         // A known failure is shared, not copied: most gangs a cycle visits meet one.
         let placed = match known {
             Some(failure) => Err(Arc::clone(failure)),
-            None => self.cluster.place_demand(&request).map_err(Arc::new),
+            None => self.place_in_walk(walk, &request).map_err(Arc::new),
         };
         let placement = match placed {
             Ok(p) => p,
@@ -262,6 +265,25 @@ impl Engine {
             },
             other => other.clone().into(),
         }
+    }
+
+    /// Where a gang of `request` would go now: the placement already found since the free
+    /// capacity last changed, or a new search (remembered for the next gang of the request).
+    pub(crate) fn place_in_walk(
+        &mut self,
+        walk: &mut Walk,
+        request: &Demand,
+    ) -> std::result::Result<trainyard_topology::Placement, PlacementFailure> {
+        let at = (self.cluster.epoch(), walk.cycle.admitted.len());
+        if let Some(found) = walk.placed.get(at, request) {
+            let found = found.clone();
+            // Tests check every answer taken from the memo against a new search.
+            debug_assert_eq!(self.cluster.place_demand(request).as_ref(), Ok(&found), "a stale placement");
+            return Ok(found);
+        }
+        let placement = self.cluster.place_demand(request)?;
+        walk.placed.insert(at, request, &placement);
+        Ok(placement)
     }
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.

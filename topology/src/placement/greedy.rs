@@ -214,17 +214,53 @@ fn count_fits(
         scratch.fits[d.0 as usize] = 0;
         return 0;
     }
-    let depth = topo.depth(d);
     let children = topo.children(d);
-    let below = if children.is_empty() {
-        let other_flavor =
-            units.flavor.is_some_and(|want| topo.as_host(d).and_then(|h| topo.host_flavor(h)) != Some(want));
-        if other_flavor { 0 } else { f.fit_count(&pod) }
-    } else {
-        children
-            .iter()
-            .fold(0u64, |acc, &c| acc.saturating_add(count_fits(topo, free, pod, units, DomainId(c), scratch)))
-    };
+    if children.is_empty() {
+        return count_leaf(topo, f, pod, units, d, scratch);
+    }
+    // Hosts, most of the tree, are counted here rather than by a call each: a count walks
+    // every host with room for a pod, once per placement search.
+    let below = children.iter().fold(0u64, |acc, &c| {
+        let c = DomainId(c);
+        let fits = match topo.as_host(c) {
+            Some(_) => {
+                let f = free[c.0 as usize];
+                if f.covers(&pod) {
+                    debug_assert!(topo.children(c).is_empty(), "hosts are leaves");
+                    count_leaf(topo, f, pod, units, c, scratch)
+                } else {
+                    scratch.fits[c.0 as usize] = 0;
+                    0
+                }
+            }
+            None => count_fits(topo, free, pod, units, c, scratch),
+        };
+        acc.saturating_add(fits)
+    });
+    record_fits(topo, f, units, d, below, false, scratch)
+}
+
+/// [`count_fits`] of a domain without children (a host) that has room for a pod.
+#[inline(always)]
+fn count_leaf(topo: &Topology, f: Resources, pod: Resources, units: &Units, d: DomainId, scratch: &mut Scratch) -> u64 {
+    let other_flavor = units.flavor.is_some_and(|want| topo.as_host(d).and_then(|h| topo.host_flavor(h)) != Some(want));
+    let below = if other_flavor { 0 } else { f.fit_count(&pod) };
+    record_fits(topo, f, units, d, below, true, scratch)
+}
+
+/// Records what a domain with room for a pod holds (`below`: pods, or units of the level below)
+/// and whether it is the best candidate of its level so far.
+#[inline(always)]
+fn record_fits(
+    topo: &Topology,
+    f: Resources,
+    units: &Units,
+    d: DomainId,
+    below: u64,
+    leaf: bool,
+    scratch: &mut Scratch,
+) -> u64 {
+    let depth = topo.depth(d);
     // At the slice level pods below become whole slices; above it, slices simply add up.
     let fits = if depth == units.slice_depth { below / units.size } else { below };
     scratch.fits[d.0 as usize] = fits;
@@ -233,7 +269,7 @@ fn count_fits(
     if fits >= units.need(depth) {
         // Hosts compare by the GPUs they would strand (the cost model's tie-breaker), other
         // domains by how many units they hold (tightest first).
-        let candidate = if children.is_empty() { (f.gpus, fits, d.0) } else { (fits, f.gpus, d.0) };
+        let candidate = if leaf { (f.gpus, fits, d.0) } else { (fits, f.gpus, d.0) };
         let best = &mut scratch.best[at];
         if best.is_none_or(|b| candidate < b) {
             *best = Some(candidate);

@@ -158,24 +158,33 @@ pub(crate) fn joint_cost(
     upper + hosts
 }
 
-/// Subtracts a set's pods from a private copy of the free capacities.
-fn take(topo: &Topology, free: &mut [Resources], pod: Resources, hosts: &[HostId]) {
+/// Subtracts a set's pods from a private copy of the free capacities, on the paths from its
+/// hosts up to `root` (the copy is read only inside `root`'s subtree).
+fn take(topo: &Topology, free: &mut [Resources], root: DomainId, pod: Resources, hosts: &[HostId]) {
     for &host in hosts {
-        let mut d = Some(topo.host_domain(host));
-        while let Some(x) = d {
+        for x in path_up_to(topo, host, root) {
             free[x.0 as usize] = free[x.0 as usize].checked_sub(&pod).expect("placed pods fit");
-            d = topo.parent(x);
         }
     }
 }
 
-/// Gives back what [`take`] took.
-fn give(topo: &Topology, free: &mut [Resources], pod: Resources, hosts: &[HostId]) {
-    for &host in hosts {
-        let mut d = Some(topo.host_domain(host));
-        while let Some(x) = d {
-            free[x.0 as usize] = free[x.0 as usize].saturating_add(&pod);
-            d = topo.parent(x);
+/// A host's domain and its ancestors up to `root` (inclusive; up to the cluster's root when
+/// `root` is not above the host).
+fn path_up_to(topo: &Topology, host: HostId, root: DomainId) -> impl Iterator<Item = DomainId> + '_ {
+    std::iter::successors(Some(topo.host_domain(host)), move |&x| if x == root { None } else { topo.parent(x) })
+}
+
+/// Copies into `local` the free capacity of `root`'s subtree where a search for pods no smaller
+/// than `least` reads it: every domain whose parent covers `least` (a search never looks below a
+/// domain that does not cover its pod, and the copy only shrinks as pods are taken). So a copy
+/// costs the roomy part of the subtree, not the cluster's size.
+fn copy_roomy(topo: &Topology, free: &[Resources], root: DomainId, least: &Resources, local: &mut [Resources]) {
+    let mut stack = vec![root];
+    while let Some(d) = stack.pop() {
+        let f = free[d.0 as usize];
+        local[d.0 as usize] = f;
+        if f.covers(least) {
+            stack.extend(topo.children(d).iter().map(|&c| DomainId(c)));
         }
     }
 }
@@ -213,35 +222,34 @@ pub(crate) fn greedy_under(
         (std::cmp::Reverse((s.pod.gpus, s.pod.cpu_milli, s.pod.memory_mib, s.pods)), i)
     });
     let top = request.constraint.top_depth.max(topo.depth(root));
-    // One copy of the free capacity for every candidate: what a failed candidate took is given
-    // back along the same paths, so a try costs its pods, not the cluster's size.
+    // The first set is placed on the free capacity itself; the later ones on a working copy
+    // with the earlier sets' pods taken out. A candidate's searches read only the roomy part of
+    // its subtree, so only that is copied, once the first set is in: a try costs what it reads
+    // and its pods, not the cluster's size.
+    let least = request.sets.iter().skip(1).fold(request.sets[0].pod, |acc, s| acc.component_min(&s.pod));
     let mut local = std::mem::take(&mut scratch.local);
-    let mut copied = false;
+    local.resize(free.len(), Resources::ZERO);
     let found = 'depths: {
         for depth in (top..=topo.host_depth()).rev() {
             let mut candidates = Vec::new();
             covering_at(topo, free, root, depth, &total, &mut candidates);
             candidates.sort_by_key(|d| (free[d.0 as usize].gpus, d.0));
-            if !candidates.is_empty() && !copied {
-                local.clear();
-                local.extend_from_slice(free);
-                copied = true;
-            }
             'candidates: for d in candidates {
                 let mut sets = vec![Vec::new(); request.sets.len()];
-                for &i in &order {
+                for (step, &i) in order.iter().enumerate() {
                     let req = request.set_request(i, depth);
-                    match greedy::place_under(topo, &local, &req, d, model, scratch) {
+                    let view: &[Resources] = if step == 0 { free } else { &local };
+                    match greedy::place_under(topo, view, &req, d, model, scratch) {
                         Ok(p) => {
-                            take(topo, &mut local, req.pod, &p.hosts);
+                            if step + 1 < order.len() {
+                                if step == 0 {
+                                    copy_roomy(topo, free, d, &least, &mut local);
+                                }
+                                take(topo, &mut local, d, req.pod, &p.hosts);
+                            }
                             sets[i] = p.hosts;
                         }
-                        Err(_) => {
-                            for (k, hosts) in sets.iter().enumerate() {
-                                give(topo, &mut local, request.sets[k].pod, hosts);
-                            }
-                            continue 'candidates;
-                        }
+                        Err(_) => continue 'candidates,
                     }
                 }
                 break 'depths Some(sets);
@@ -323,5 +331,52 @@ pub(crate) fn place(
         (Ok(g), Some(e)) if e.cost >= g.cost => Ok(JointPlacement { lower_bound: e.lower_bound, ..g }),
         (_, Some(e)) => Ok(e),
         (g, None) => g,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Cluster;
+    use crate::rng::SplitMix64;
+
+    fn set(name: &str, pods: u32, gpus: u64, within: Option<u8>) -> PodSet {
+        PodSet { name: name.into(), pods, pod: Resources::gpus(gpus), within, slice: None }
+    }
+
+    /// The working copy is kept from search to search and filled only where a search reads it:
+    /// after the free capacity changed, a search on a used scratch answers as one on a fresh
+    /// scratch (a stale part of the copy that was read would show here).
+    #[test]
+    fn a_reused_working_copy_answers_as_a_fresh_one() {
+        let yaml = "name: t\nlevels: [block, rack, host]\ngenerate:\n  counts: [2, 3, 4]\n  node: {gpus: 8}\n";
+        let mut c = Cluster::from_yaml(yaml, "t").expect("cluster");
+        let topo = c.topology().clone();
+        let model = CostModel::default();
+        let gang = |leaders: u32, workers: u32| {
+            let sets = vec![set("leader", leaders, 1, None), set("workers", workers, 8, Some(2))];
+            JointRequest::new(sets, LevelConstraint { top_depth: 1, preferred_depth: Some(1), slice: None })
+        };
+        let mut reused = Scratch::new(topo.domain_count(), topo.host_depth());
+        let mut rng = SplitMix64::new(11);
+        let mut placed = 0;
+        for step in 0..300 {
+            // Churn: take or give back a few GPUs on a random host.
+            let host = HostId(rng.below(topo.host_count() as u64) as u32);
+            let gpus = 1 + rng.below(8);
+            if step % 3 == 0 {
+                let _ = c.release(host, Resources::gpus(gpus.min(8 - c.host_free(host).gpus)));
+            } else if c.host_free(host).gpus >= gpus {
+                c.allocate(host, Resources::gpus(gpus)).expect("free");
+            }
+            let free: Vec<Resources> = (0..topo.domain_count() as u32).map(|d| c.free(DomainId(d))).collect();
+            let request = gang(1 + rng.below(2) as u32, 1 + rng.below(3) as u32);
+            let mut fresh = Scratch::new(topo.domain_count(), topo.host_depth());
+            let a = greedy_under(&topo, &free, &request, DomainId::ROOT, &model, &mut reused);
+            let b = greedy_under(&topo, &free, &request, DomainId::ROOT, &model, &mut fresh);
+            assert_eq!(a, b, "step {step}");
+            placed += usize::from(a.is_ok());
+        }
+        assert!(placed > 50, "the churn leaves room for gangs often: {placed}");
     }
 }

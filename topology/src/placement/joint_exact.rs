@@ -23,6 +23,12 @@ struct Search<'a> {
     request: &'a JointRequest,
     model: &'a CostModel,
     hosts: Vec<HostId>,
+    /// Each universe host's domain at every depth (`path[i][depth]`), read by the validity
+    /// checks at every leaf.
+    path: Vec<Vec<DomainId>>,
+    /// Each universe host's weight, and its domains above it (the root excluded) with theirs:
+    /// what using the host adds to the bound, read at every node where a host comes into use.
+    weights: Vec<(u64, Vec<(DomainId, u64)>)>,
     /// What is left on each universe host.
     left: Vec<Resources>,
     /// Pods of each set on each universe host.
@@ -38,10 +44,6 @@ struct Search<'a> {
 }
 
 impl Search<'_> {
-    fn weight_of(&self, d: DomainId) -> u64 {
-        self.model.weight(self.topo.depth(d), self.topo.host_depth())
-    }
-
     /// Puts `k` pods of set `s` on universe host `i` (or takes them back with `add = false`).
     fn shift(&mut self, s: usize, i: usize, k: u32, add: bool) {
         let pod = self.request.sets[s].pod;
@@ -60,11 +62,9 @@ impl Search<'_> {
         if was_used == now_used {
             return;
         }
-        let host = self.topo.host_domain(self.hosts[i]);
-        let host_weight = self.weight_of(host);
-        let mut d = self.topo.parent(host);
-        let mut delta = host_weight;
-        while let Some(x) = d.filter(|x| self.topo.depth(*x) > 0) {
+        let (host_weight, above) = &self.weights[i];
+        let mut delta = *host_weight;
+        for &(x, weight) in above {
             let slot = &mut self.uses[x.0 as usize];
             let first_or_last = if now_used { *slot == 0 } else { *slot == 1 };
             if now_used {
@@ -73,9 +73,8 @@ impl Search<'_> {
                 *slot -= 1;
             }
             if first_or_last {
-                delta += self.weight_of(x);
+                delta += weight;
             }
-            d = self.topo.parent(x);
         }
         if now_used {
             self.bound += delta;
@@ -84,26 +83,31 @@ impl Search<'_> {
         }
     }
 
-    /// Whether the hosts set `s` uses (and the gang's) keep to their levels and slices.
+    /// Whether the hosts set `s` uses (and the gang's) keep to their levels and slices. Runs at
+    /// every leaf, so it allocates nothing: a universe has at most [`MAX_HOSTS`] hosts.
     fn set_is_valid(&self, s: usize) -> bool {
         let set = &self.request.sets[s];
-        let on: Vec<usize> = (0..self.hosts.len()).filter(|&i| self.counts[s][i] > 0).collect();
-        let at = |i: usize, depth: u8| self.topo.ancestor_at(self.topo.host_domain(self.hosts[i]), depth);
+        let counts = &self.counts[s];
+        let on = || (0..self.hosts.len()).filter(|&i| counts[i] > 0);
         if let Some(w) = set.within
-            && on.iter().any(|&i| at(i, w) != at(on[0], w))
+            && !all_equal(on().map(|i| self.path[i][usize::from(w)]))
         {
             return false;
         }
         if let Some(slice) = set.slice {
-            let mut per_domain: Vec<(DomainId, u32)> = Vec::new();
-            for &i in &on {
-                let d = at(i, slice.depth);
-                match per_domain.iter_mut().find(|(x, _)| *x == d) {
-                    Some((_, n)) => *n += self.counts[s][i],
-                    None => per_domain.push((d, self.counts[s][i])),
+            let mut per_domain = [(DomainId::ROOT, 0u32); MAX_HOSTS];
+            let mut domains = 0;
+            for i in on() {
+                let d = self.path[i][usize::from(slice.depth)];
+                match per_domain[..domains].iter_mut().find(|(x, _)| *x == d) {
+                    Some((_, n)) => *n += counts[i],
+                    None => {
+                        per_domain[domains] = (d, counts[i]);
+                        domains += 1;
+                    }
                 }
             }
-            if per_domain.iter().any(|&(_, n)| n % slice.size != 0) {
+            if per_domain[..domains].iter().any(|&(_, n)| n % slice.size != 0) {
                 return false;
             }
         }
@@ -111,10 +115,16 @@ impl Search<'_> {
     }
 
     fn gang_is_valid(&self) -> bool {
-        let top = self.request.constraint.top_depth;
-        let used: Vec<usize> = (0..self.hosts.len()).filter(|&i| self.used_hosts[i] > 0).collect();
-        let at = |i: usize| self.topo.ancestor_at(self.topo.host_domain(self.hosts[i]), top);
-        top == 0 || used.iter().all(|&i| at(i) == at(used[0]))
+        let top = usize::from(self.request.constraint.top_depth);
+        top == 0 || all_equal((0..self.hosts.len()).filter(|&i| self.used_hosts[i] > 0).map(|i| self.path[i][top]))
+    }
+
+    /// The cost of the complete placement the counts hold: the weights of the domains and
+    /// hosts in use (`bound`) plus the GPUs left free on the used hosts, which is what
+    /// [`super::joint::joint_cost`] adds up from host lists, without building them.
+    fn leaf_cost(&self) -> u64 {
+        let stranded: u64 = (0..self.hosts.len()).filter(|&i| self.used_hosts[i] > 0).map(|i| self.left[i].gpus).sum();
+        self.bound + self.model.stranded_per_gpu * stranded
     }
 
     fn walk(&mut self, s: usize, i: usize, remaining: u32) {
@@ -133,8 +143,17 @@ impl Search<'_> {
             if !self.gang_is_valid() {
                 return;
             }
-            let sets = self.host_lists(&self.counts);
-            let cost = super::joint::joint_cost(self.topo, self.free, self.request, &sets, self.model);
+            let cost = self.leaf_cost();
+            debug_assert_eq!(
+                cost,
+                super::joint::joint_cost(
+                    self.topo,
+                    self.free,
+                    self.request,
+                    &self.host_lists(&self.counts),
+                    self.model
+                )
+            );
             if self.best.as_ref().is_none_or(|(b, _)| cost < *b) {
                 self.best = Some((cost, self.counts.clone()));
             }
@@ -171,14 +190,18 @@ impl Search<'_> {
             .map(|(s, set)| {
                 let mut order: Vec<usize> = (0..self.hosts.len()).filter(|&i| counts[s][i] > 0).collect();
                 if let Some(slice) = set.slice {
-                    order.sort_by_key(|&i| {
-                        (self.topo.ancestor_at(self.topo.host_domain(self.hosts[i]), slice.depth), self.hosts[i])
-                    });
+                    order.sort_by_key(|&i| (self.path[i][usize::from(slice.depth)], self.hosts[i]));
                 }
                 order.iter().flat_map(|&i| std::iter::repeat_n(self.hosts[i], counts[s][i] as usize)).collect()
             })
             .collect()
     }
+}
+
+/// Whether every item is the same (true for none).
+fn all_equal(mut items: impl Iterator<Item = DomainId>) -> bool {
+    let Some(first) = items.next() else { return true };
+    items.all(|d| d == first)
 }
 
 /// The hosts under `root`, if there are at most `limit` of them (the walk stops past that).
@@ -222,6 +245,25 @@ pub(crate) fn search(
         return None;
     }
     let left = hosts.iter().map(|&h| free[topo.host_domain(h).0 as usize]).collect();
+    let path = hosts
+        .iter()
+        .map(|&h| {
+            let d = topo.host_domain(h);
+            (0..=topo.host_depth()).map(|depth| topo.ancestor_at(d, depth)).collect()
+        })
+        .collect();
+    let weight_of = |d: DomainId| model.weight(topo.depth(d), topo.host_depth());
+    let weights = hosts
+        .iter()
+        .map(|&h| {
+            let host = topo.host_domain(h);
+            let above = std::iter::successors(topo.parent(host), |&x| topo.parent(x))
+                .take_while(|&x| topo.depth(x) > 0)
+                .map(|x| (x, weight_of(x)))
+                .collect();
+            (weight_of(host), above)
+        })
+        .collect();
     let mut search = Search {
         topo,
         free,
@@ -230,6 +272,8 @@ pub(crate) fn search(
         counts: vec![vec![0u32; hosts.len()]; request.sets.len()],
         used_hosts: vec![0u32; hosts.len()],
         hosts,
+        path,
+        weights,
         left,
         uses: vec![0; topo.domain_count()],
         bound: 0,
