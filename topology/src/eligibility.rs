@@ -64,6 +64,22 @@ pub enum TolerationOperator {
     Exists,
 }
 
+/// The toleration rule node and device taints share (kube's `ToleratesTaint`): `(key, operator,
+/// value)` of the toleration against `(key, value)` of a taint whose effect it covers or not.
+pub(crate) fn tolerates(
+    toleration: (&str, TolerationOperator, &str),
+    effect_covered: bool,
+    taint: (&str, &str),
+) -> bool {
+    let (key, operator, value) = toleration;
+    effect_covered
+        && (key.is_empty() || key == taint.0)
+        && match operator {
+            TolerationOperator::Exists => true,
+            TolerationOperator::Equal => value == taint.1,
+        }
+}
+
 /// A pod's toleration.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Toleration {
@@ -80,16 +96,8 @@ pub struct Toleration {
 impl Toleration {
     /// Whether this toleration covers `taint` (kube's `ToleratesTaint`).
     pub fn tolerates(&self, taint: &Taint) -> bool {
-        if self.effect.is_some_and(|e| e != taint.effect) {
-            return false;
-        }
-        if !self.key.is_empty() && self.key != taint.key {
-            return false;
-        }
-        match self.operator {
-            TolerationOperator::Exists => true,
-            TolerationOperator::Equal => self.value == taint.value,
-        }
+        let effect = self.effect.is_none_or(|e| e == taint.effect);
+        tolerates((&self.key, self.operator, &self.value), effect, (&taint.key, &taint.value))
     }
 }
 

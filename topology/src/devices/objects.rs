@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+pub use crate::eligibility::TolerationOperator;
+
 /// A device attribute value (exactly one of the API's `bool`, `int`, `string`, `version`).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -84,16 +86,6 @@ pub struct DeviceTaint {
     pub effect: DeviceTaintEffect,
 }
 
-/// How a toleration compares values.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
-pub enum TolerationOperator {
-    /// Key and value equal the taint's (the default).
-    #[default]
-    Equal,
-    /// Any value; an empty key matches every taint.
-    Exists,
-}
-
 /// A claim request's toleration of device taints.
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -114,16 +106,8 @@ pub struct DeviceToleration {
 impl DeviceToleration {
     /// Whether this toleration covers `taint` (the same rule as for node taints).
     pub fn tolerates(&self, taint: &DeviceTaint) -> bool {
-        if self.effect.is_some_and(|e| e != taint.effect) {
-            return false;
-        }
-        if !self.key.is_empty() && self.key != taint.key {
-            return false;
-        }
-        match self.operator {
-            TolerationOperator::Exists => true,
-            TolerationOperator::Equal => self.value == taint.value,
-        }
+        let effect = self.effect.is_none_or(|e| e == taint.effect);
+        crate::eligibility::tolerates((&self.key, self.operator, &self.value), effect, (&taint.key, &taint.value))
     }
 }
 
