@@ -56,6 +56,20 @@ impl InUse {
         }
     }
 
+    /// Gives back what [`InUse::take`] took for `device`.
+    pub fn give_back(&mut self, device: &Device) {
+        self.devices.remove(&device.id);
+        for ((set, counter), amount) in &device.consumes {
+            let id = (device.id.driver.clone(), device.id.pool.clone(), set.clone(), counter.clone());
+            if let Some(taken) = self.counters.get_mut(&id) {
+                *taken = taken.saturating_sub(*amount);
+                if *taken == 0 {
+                    self.counters.remove(&id);
+                }
+            }
+        }
+    }
+
     pub(super) fn consumed(&self, device: &Device, set: &str, counter: &str) -> u64 {
         let id = (device.id.driver.clone(), device.id.pool.clone(), set.to_string(), counter.to_string());
         self.counters.get(&id).copied().unwrap_or(0)
@@ -155,21 +169,28 @@ pub fn allocate_gang(
     in_use: &mut InUse,
     selectors: &mut Selectors,
 ) -> Result<Vec<PodAllocation>, GangAllocationError> {
-    let mut working = in_use.clone();
+    // What earlier pods took is given back on failure: cheaper than copying a cluster's worth
+    // of devices in use for every gang.
+    let mut taken: Vec<&Device> = Vec::new();
     let mut allocations = Vec::with_capacity(pods.len());
     for pod in pods {
         let host = view.host(&pod.node);
-        let allocation = allocate_on(&host, view, &pod.claims, &working, selectors).map_err(|error| {
-            GangAllocationError { pod: pod.pod.clone(), node: pod.node.clone(), error: Box::new(error) }
-        })?;
+        let allocation = match allocate_on(&host, view, &pod.claims, in_use, selectors) {
+            Ok(allocation) => allocation,
+            Err(error) => {
+                taken.iter().for_each(|d| in_use.give_back(d));
+                let (pod, node) = (pod.pod.clone(), pod.node.clone());
+                return Err(GangAllocationError { pod, node, error: Box::new(error) });
+            }
+        };
         for result in allocation.claims.iter().flat_map(|c| &c.results) {
-            if let Some(device) = host.devices.iter().find(|d| d.id == result.device) {
-                working.take(device);
+            if let Some(device) = host.devices.iter().copied().find(|d| d.id == result.device) {
+                in_use.take(device);
+                taken.push(device);
             }
         }
         allocations.push(allocation);
     }
-    *in_use = working;
     Ok(allocations)
 }
 

@@ -132,6 +132,7 @@ pub struct Selectors {
     programs: Vec<Compiled>,
     results: HashMap<(ExprId, DeviceId), bool>,
     evaluations: u64,
+    lookups: u64,
 }
 
 impl Default for Selectors {
@@ -152,6 +153,7 @@ impl Selectors {
             programs: Vec::new(),
             results: HashMap::new(),
             evaluations: 0,
+            lookups: 0,
         }
     }
 
@@ -205,8 +207,15 @@ impl Selectors {
         self.evaluations
     }
 
+    /// Results asked for so far (cache hits and misses): with [`Selectors::evaluations`], the
+    /// cache's hit rate.
+    pub fn lookups(&self) -> u64 {
+        self.lookups
+    }
+
     /// Whether `device` meets the expression; an error when evaluation fails or gives no bool.
     pub fn matches(&mut self, id: ExprId, device: &Device) -> Result<bool, CelError> {
+        self.lookups += 1;
         if let Some(&result) = self.results.get(&(id, device.id.clone())) {
             return Ok(result);
         }

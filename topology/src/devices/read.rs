@@ -101,7 +101,8 @@ fn documents(text: &str, source_name: &str) -> Result<Vec<serde_json::Value>, In
         return serde_json::from_str(text).map(|v| vec![v]).map_err(|e| InputError::syntax(source_name, e));
     }
     let documents: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(text).map_err(|e| InputError::syntax(source_name, e))?;
+        serde_saphyr::from_multiple_with_options(text, crate::sources::cluster_dump_yaml())
+            .map_err(|e| InputError::syntax(source_name, e))?;
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
 }
 

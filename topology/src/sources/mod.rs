@@ -11,6 +11,21 @@ pub mod slurm;
 
 use crate::{NodeEntry, Resources};
 
+/// YAML options for object dumps of a whole cluster (`kubectl get nodes -o yaml`, a
+/// ResourceSlice List): the default budget suits configuration files, while a dump of a few
+/// thousand nodes or slices has millions of YAML nodes and may have thousands of documents.
+/// Alias limits stay as they are.
+pub(crate) fn cluster_dump_yaml() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    if let Some(budget) = options.budget.as_mut() {
+        budget.max_events = budget.max_events.max(50_000_000);
+        budget.max_nodes = budget.max_nodes.max(50_000_000);
+        budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(1 << 30);
+        budget.max_documents = budget.max_documents.max(1_000_000);
+    }
+    options
+}
+
 /// Capacity given to every host when the source does not record one (Slurm, Lingjun).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HostDefaults {

@@ -440,15 +440,8 @@ fn decode<T: DeserializeOwned>(text: &str, source_name: &str) -> Result<T> {
     if text.trim_start().starts_with(['{', '[']) {
         return serde_json::from_str(text).map_err(|e| InputError::syntax(source_name, e).into());
     }
-    let mut options = serde_saphyr::Options::default();
-    // The default budget suits configuration files; `kubectl get nodes -o yaml` of a few thousand
-    // nodes (with their image lists) has millions of YAML nodes. Alias limits stay as they are.
-    if let Some(budget) = options.budget.as_mut() {
-        budget.max_events = budget.max_events.max(50_000_000);
-        budget.max_nodes = budget.max_nodes.max(50_000_000);
-        budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(1 << 30);
-    }
-    serde_saphyr::from_str_with_options(text, options).map_err(|e| InputError::syntax(source_name, e).into())
+    serde_saphyr::from_str_with_options(text, super::cluster_dump_yaml())
+        .map_err(|e| InputError::syntax(source_name, e).into())
 }
 
 #[cfg(test)]
