@@ -25,6 +25,7 @@ use trainyard::controller::scheduler::{Decision, JobEntry, SchedulingLoop};
 use trainyard::controller::slurm_side::SlurmSnapshot;
 use trainyard::controller::snapshot::{Runtimes, cluster_from_nodes, intent_of, job_entry};
 use trainyard::controller::workload;
+use trainyard_bridges::RenderOptions;
 use trainyard_bridges::slurm::render_sbatch;
 use trainyard_bridges::trainer::TrainingRuntime;
 use trainyard_policies::PolicyConfig;
@@ -179,7 +180,13 @@ fn main() -> Result<(), String> {
     let (unplaced, renders) = Phase::each(&admitted, |(job, intent, _)| {
         let kind = intent.as_ref().map(|i| i.kind).expect("checked above");
         let bridge_job = job.to_bridge().expect("generated TrainJob converts");
-        let rendered = workload::render(&bridge_job, run_runtime, kind, workload::placement_of("", None), None);
+        let rendered = workload::render(
+            &bridge_job,
+            run_runtime,
+            kind,
+            RenderOptions { placement: workload::placement_of("", None), ..Default::default() },
+            None,
+        );
         rendered.is_ok_and(|r| r.workload["kind"] == "JobSet")
     });
     if renders.iter().any(|ok| !ok) {

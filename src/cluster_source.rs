@@ -113,12 +113,14 @@ fn detect(path: &Path, text: &str) -> ClusterFormat {
 /// the cluster file's folder; `None` when no such file exists.
 fn nccl_file(cluster: &Path, name: &str) -> Option<std::result::Result<intra_node::HostLayout, String>> {
     let file = cluster.parent().unwrap_or(Path::new(".")).join(name);
-    if !file.is_file() {
-        return None;
-    }
+    file.is_file().then(|| read_nccl(&file))
+}
+
+/// An NCCL topology file's GPU layout; the error names the file.
+pub fn read_nccl(file: &Path) -> std::result::Result<intra_node::HostLayout, String> {
     let shown = file.display().to_string();
-    Some(match std::fs::read_to_string(&file) {
+    match std::fs::read_to_string(file) {
         Ok(text) => intra_node::parse_nccl_xml(&text, &shown).map_err(|e| e.to_string()),
         Err(e) => Err(format!("cannot read {shown}: {e}")),
-    })
+    }
 }

@@ -16,7 +16,6 @@ use trainyard_topology::{
 };
 
 use crate::cluster_source::ClusterArgs;
-use crate::inputs::read_text;
 
 /// Flags of `trainyard place`.
 #[derive(Debug, Args)]
@@ -312,7 +311,7 @@ fn read_layout(name: &str) -> Result<intra_node::HostLayout> {
             intra_node::BUILTIN_NAMES.join(", ")
         );
     }
-    Ok(intra_node::parse_nccl_xml(&read_text(path)?, name)?)
+    crate::cluster_source::read_nccl(path).map_err(|e| anyhow!("--intra-node: {e}"))
 }
 
 /// Each pod's GPU indices (and the NICs near them), for pods on hosts with a known layout.

@@ -210,8 +210,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         None => BTreeMap::new(),
     };
     let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
-    let rendered = workload::render_with(&bridge_job, runtime, intent.kind, opts, None)
-        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let rendered =
+        workload::render(&bridge_job, runtime, intent.kind, opts, None).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     if let Some(r) = &record {
         writeln!(out, "# admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
         describe_bindings(&mut out, &rendered, r, &torus_at)?;

@@ -108,7 +108,7 @@ impl Engine {
         };
         let candidate = Candidate { request, queue, gpus, end };
         let refused_before = walk.reservation.as_ref().map_or(0, |r| r.refused.len());
-        let placement =
+        let mut placement =
             match self.respect_reservations(placement, &candidate, walk.reservation.as_mut(), &mut walk.holds) {
                 Ok(p) => p,
                 Err(reason) => {
@@ -123,7 +123,6 @@ impl Engine {
         let backfilled = walk.reservation.is_some() || walk.holds.holds(queue);
         // It leaves the pending order at once, so a gang preempted later in this cycle is
         // requeued (and waits for the next), not dropped.
-        let mut placement = placement;
         self.start(id, &mut placement, now)?;
         walk.cycle.admitted.push(Admission { id, placement, backfilled });
         Ok(Step::Next)

@@ -67,21 +67,11 @@ pub fn placement_of(job_name: &str, record: Option<&AdmissionRecord>) -> Placeme
     }
 }
 
-/// Renders the workload of `job` with `placement`; with `gang_api`, a placed gang's pods also join
-/// kube-scheduler's pod group for it, and its Workload and PodGroup are rendered too.
+/// Renders the workload of `job` with `opts` (its placement, the GPUs of DRA claim templates);
+/// the runtime's pod-group markers are never added, since trainyard gang-schedules. With
+/// `gang_api`, a placed gang's pods also join kube-scheduler's pod group for it, and its Workload
+/// and PodGroup are rendered too.
 pub fn render(
-    job: &bridge::TrainJob,
-    runtime: &bridge::TrainingRuntime,
-    kind: WorkloadKind,
-    placement: Placement,
-    gang_api: Option<GangApi>,
-) -> Result<Rendered, RenderError> {
-    render_with(job, runtime, kind, RenderOptions { placement, ..RenderOptions::default() }, gang_api)
-}
-
-/// [`render`] with every rendering option (the GPUs of DRA claim templates among them); the
-/// runtime's pod-group markers are never added, since trainyard gang-schedules.
-pub fn render_with(
     job: &bridge::TrainJob,
     runtime: &bridge::TrainingRuntime,
     kind: WorkloadKind,

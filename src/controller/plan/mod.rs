@@ -406,7 +406,8 @@ impl Planner<'_, '_> {
         };
         let placement = workload::placement_of(self.name(), record);
         let gang_api = if self.standalone() { self.inp.gang_api } else { None };
-        match workload::render(&job, runtime, self.kind(), placement, gang_api) {
+        let opts = trainyard_bridges::RenderOptions { placement, ..Default::default() };
+        match workload::render(&job, runtime, self.kind(), opts, gang_api) {
             Ok(r) => Some(r),
             Err(e) => {
                 self.want(Want::new(FAILED, true, "InvalidSpec", format!("{}: {e}", e.field())), Some(true));

@@ -88,14 +88,19 @@ impl Cluster {
             let message = format!("node `{name}`: gangs hold GPU indices there");
             return Err(InputError::invalid(self.topo.name(), None, "intra_node", message).into());
         }
-        // Out of every view with the old layout, back in with the new one.
-        let capacity = self.topo.host_capacity(host);
-        let before = self.hosts[host.0 as usize].view(capacity);
-        self.apply(host, before, super::live::HostView::NONE, false);
-        self.hosts[host.0 as usize].gpus = layout;
-        self.apply(host, super::live::HostView::NONE, before, false);
+        self.swap_layout(host, layout);
         self.structure_changed();
         Ok(())
+    }
+
+    /// Gives a host another layout (or none), taking it out of every view with the old one and
+    /// back in with the new; GPU indices held there lose their meaning and are forgotten.
+    pub(super) fn swap_layout(&mut self, host: HostId, layout: Option<Arc<GpuGroups>>) {
+        let before = self.hosts[host.0 as usize].view(self.topo.host_capacity(host));
+        self.apply(host, before, HostView::NONE, false);
+        let state = &mut self.hosts[host.0 as usize];
+        (state.gpus, state.gpus_taken) = (layout, 0);
+        self.apply(host, HostView::NONE, before, false);
     }
 
     /// The GPU layout of a host, when known.

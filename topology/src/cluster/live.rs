@@ -190,14 +190,11 @@ impl Cluster {
         }
         if self.topo.host_capacity(host) != spec.capacity {
             let state = &self.hosts[host.0 as usize];
-            let before = state.view(self.topo.host_capacity(host));
             if state.gpus.as_ref().is_some_and(|g| u64::from(g.layout().gpu_count()) != spec.capacity.gpus) {
                 // A layout for another GPU count no longer describes the host.
-                self.apply(host, before, HostView::NONE, false);
-                let state = &mut self.hosts[host.0 as usize];
-                (state.gpus, state.gpus_taken) = (None, 0);
-                self.apply(host, HostView::NONE, before, false);
+                self.swap_layout(host, None);
             }
+            let before = self.hosts[host.0 as usize].view(self.topo.host_capacity(host));
             self.topo.set_host_capacity(host, spec.capacity);
             let after = self.hosts[host.0 as usize].view(spec.capacity);
             self.apply(host, before, after, false);
