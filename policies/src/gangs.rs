@@ -53,12 +53,31 @@ impl Engine {
             }));
         }
         let layout = shape.layout_need();
-        let hosts = self.cluster.class_for(&request.hosts, layout).ok_or(Error::TooManyHostFilters(request.id))?;
+        let claims_set = || shape.sets.iter().find(|s| !s.claims.is_empty()).map(|s| s.name.clone());
+        let devices = match self.cluster.device_fit(shape) {
+            Ok(devices) => devices,
+            Err(e @ trainyard_topology::Error::DeviceClaim { .. }) => {
+                return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape {
+                    set: claims_set(),
+                    message: e.to_string(),
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let hosts =
+            self.cluster.class_for(&request.hosts, layout, devices).ok_or(Error::TooManyHostFilters(request.id))?;
         let demand = demand.with_hosts(hosts);
         if let Some(failure) = self.never_fits(&demand).filter(|_| fit) {
+            let refusal = devices.is_some().then(|| self.cluster.device_refusal(hosts, shape.pods()));
             self.cluster.release_class(hosts);
             if let Some(why) = layout.and_then(|need| self.layout_alone_refuses(&request, &demand, need)) {
                 return Ok(Submitted::Unschedulable(why));
+            }
+            if let Some(refusal) = refusal
+                && self.fits_without_devices(&request, &demand)
+            {
+                let message = format!("claims {}: {refusal}", request.shape.claims().map_or(String::new(), |(t, _)| t.join("+")));
+                return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(PendingReason::Devices { message })));
             }
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
@@ -151,6 +170,17 @@ impl Engine {
                 need.gpus, need.within
             ),
         })
+    }
+
+    /// Whether the gang would fit the empty cluster if its pods carried no device claims: then
+    /// the claims are why it never fits.
+    fn fits_without_devices(&mut self, request: &GangRequest, demand: &Demand) -> bool {
+        let Some(plain) = self.cluster.class_for(&request.hosts, request.shape.layout_need(), None) else {
+            return false;
+        };
+        let fits = self.never_fits(&demand.clone().with_hosts(plain)).is_none();
+        self.cluster.release_class(plain);
+        fits
     }
 
     /// Withdraw a pending gang.

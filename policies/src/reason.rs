@@ -88,6 +88,12 @@ pub enum PendingReason {
         /// Most free chips on the candidate tori.
         free_chips: u64,
     },
+    /// The hosts placement chose have room, but some pod's device claims find no free devices
+    /// meeting them there.
+    Devices {
+        /// The pod's claim and request, and why, in numbers.
+        message: String,
+    },
 }
 
 impl PendingReason {
@@ -188,6 +194,7 @@ impl fmt::Display for PendingReason {
                 f,
                 "tpu: needs {slices} free {shape} slice(s) on the tori, {placed} fit now ({free_chips} chips free)"
             ),
+            PendingReason::Devices { message } => write!(f, "devices: {message}"),
         }
     }
 }

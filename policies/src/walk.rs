@@ -6,13 +6,13 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use trainyard_topology::{Demand, PlacementFailure};
+use trainyard_topology::{Demand, Placement, PlacementFailure};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::blanket::{Blanket, ShapeFailures};
 use crate::engine::GangRecord;
 use crate::quota_tree::{QueueIdx, QuotaBlock};
-use crate::{Admission, BackfillMode, Cycle, Engine, GangId, PendingReason, Result};
+use crate::{Admission, BackfillMode, Cycle, Engine, Error, GangId, PendingReason, Result};
 
 /// What the walk carries from one gang to the next within a cycle.
 pub(crate) struct Walk {
@@ -123,9 +123,26 @@ impl Engine {
         let backfilled = walk.reservation.is_some() || walk.holds.holds(queue);
         // It leaves the pending order at once, so a gang preempted later in this cycle is
         // requeued (and waits for the next), not dropped.
-        self.start(id, &mut placement, now)?;
+        if !self.start_or_wait(id, &mut placement, now)? {
+            return Ok(Step::Next);
+        }
         walk.cycle.admitted.push(Admission { id, placement, backfilled });
         Ok(Step::Next)
+    }
+
+    /// Starts the gang, unless some pod's device claims find no devices on the host the count
+    /// of whole pods per host let placement choose (a pod asking no GPUs, `All` requests): then
+    /// it waits, saying which claim.
+    fn start_or_wait(&mut self, id: GangId, placement: &mut Placement, now: u64) -> Result<bool> {
+        match self.start(id, placement, now) {
+            Ok(()) => Ok(true),
+            Err(Error::Topology(trainyard_topology::Error::Devices { pod, node, reason })) => {
+                let message = format!("pod {pod} on node {node}: {reason}");
+                self.set_status(id, PendingReason::Devices { message }, None);
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Quota stage: the gang's queue (or a pool above it) has no room for it now. The head of
@@ -288,7 +305,9 @@ impl Engine {
     /// Starts the head of the line on capacity it frees by preemption, if it can.
     fn start_by_preemption(&mut self, id: GangId, now: u64, cycle: &mut Cycle) -> Result<bool> {
         let Some(mut placement) = self.try_preempt(id, now, cycle)? else { return Ok(false) };
-        self.start(id, &mut placement, now)?;
+        if !self.start_or_wait(id, &mut placement, now)? {
+            return Ok(false);
+        }
         cycle.admitted.push(Admission { id, placement, backfilled: false });
         Ok(true)
     }

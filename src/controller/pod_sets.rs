@@ -140,6 +140,7 @@ pub fn gang_shape(
             // The kubelet chooses a pod's GPUs through the device plugin: a layout cannot be
             // promised here (see README, GPU layout inside the host).
             gpu_layout: None,
+            claims: Vec::new(),
         });
     }
     // A pod that requests nothing (an MPI launcher, often) still takes a host near its gang, as

@@ -84,6 +84,26 @@ pub enum Error {
         /// The group it asks for.
         within: crate::GpuLayout,
     },
+    /// A gang's device claims cannot be resolved: the template is missing, or its claim names
+    /// a missing DeviceClass, has a selector that does not compile or costs too much, or is
+    /// malformed.
+    #[error("ResourceClaimTemplate {template}: {message}")]
+    DeviceClaim {
+        /// The template (several joined by `+`).
+        template: String,
+        /// What is wrong, naming class, request and expression where one is at fault.
+        message: String,
+    },
+    /// A pod's claims found no devices on the host placement chose for it; nothing was allocated.
+    #[error("pod {pod} on node {node}: {reason}")]
+    Devices {
+        /// Index of the pod in the placement.
+        pod: usize,
+        /// Its node.
+        node: String,
+        /// Why, naming claim and request.
+        reason: String,
+    },
     /// A gang shape this cluster can never hold as written (a TPU shape no torus fits, pods that
     /// do not make whole slices).
     #[error(transparent)]

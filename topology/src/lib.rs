@@ -23,7 +23,9 @@ pub mod sources;
 mod spec;
 pub mod torus;
 
-pub use cluster::{CanonicalHost, Cluster, HostClass, HostSpec, Removal, Txn};
+pub use cluster::{
+    CanonicalHost, Cluster, DeviceFit, DeviceNeed, HostClass, HostSpec, MAX_DEVICE_PODS_PER_HOST, Removal, Txn,
+};
 pub use error::{Error, InputError, Result};
 pub use model::{Domain, DomainId, HostId, LevelConstraint, SliceConstraint, Topology};
 pub use placement::{

@@ -152,6 +152,10 @@ pub struct PodSetShape {
     /// Each pod's GPUs inside one group of the host's GPU layout (see [`GpuLayout`]).
     #[serde(default)]
     pub gpu_layout: Option<GpuLayout>,
+    /// DRA devices: the ResourceClaimTemplates each pod carries a claim of, by name, resolved
+    /// against the cluster's devices. The pod's `gpus` counts the GPUs those claims get.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
 }
 
 impl PodSetShape {
@@ -165,6 +169,7 @@ impl PodSetShape {
             slice: None,
             tpu: None,
             gpu_layout: None,
+            claims: Vec::new(),
         }
     }
 }
@@ -229,6 +234,12 @@ impl GangShape {
         })
     }
 
+    /// The claim templates of the gang's pods that carry claims, and their pod shape (the gang
+    /// passed [`GangShape::validate`], so every such set carries the same).
+    pub fn claims(&self) -> Option<(&[String], Resources)> {
+        self.sets.iter().find(|s| !s.claims.is_empty()).map(|s| (s.claims.as_slice(), s.pod))
+    }
+
     /// Checks what can be checked without a cluster: at least one set, names unique, slice
     /// sizes that divide their sets, a TPU set alone in its gang, one GPU layout per gang. The
     /// message names the set.
@@ -262,6 +273,33 @@ impl GangShape {
                 if s.gpu_layout.is_some() {
                     return Err(named(format!("TPU slices of {shape} have no GPU layout; drop it")));
                 }
+            }
+            if !s.claims.is_empty() {
+                if s.tpu.is_some() {
+                    return Err(named("TPU slices take whole hosts; device claims are not supported on them".into()));
+                }
+                if let Some(o) = self.sets[..i].iter().find(|o| !o.claims.is_empty())
+                    && (o.claims != s.claims || o.pod != s.pod)
+                {
+                    let message = format!(
+                        "carries claims {:?} on pods of {}, but pod set {:?} carries {:?} on pods of {}; the pod \
+                         sets of one gang that carry device claims must carry the same ones on the same pods",
+                        s.claims, s.pod, o.name, o.claims, o.pod
+                    );
+                    return Err(named(message));
+                }
+            }
+            // Pods get devices by their shape (placements know shapes, not sets): a set without
+            // claims must not look like one with them.
+            if let Some(o) = self.sets.iter().find(|o| o.claims.is_empty() != s.claims.is_empty() && o.pod == s.pod)
+                && !s.claims.is_empty()
+            {
+                let message = format!(
+                    "carries device claims and pod set {:?} does not, on the same pods ({}); give them \
+                     different resources or the same claims",
+                    o.name, s.pod
+                );
+                return Err(named(message));
             }
             if let Some(within) = s.gpu_layout {
                 if s.pod.gpus == 0 || s.pod.gpus > u64::from(crate::intra_node::MAX_GPUS) {

@@ -21,6 +21,7 @@ pub(super) fn reason_code(reason: &PendingReason) -> String {
         R::BadSlice { .. } => "BadSlice",
         R::NodeLost { .. } => "NodeLost",
         R::TpuSlices { .. } => "TpuSlicesUnavailable",
+        R::Devices { .. } => "DevicesUnavailable",
     }
     .to_string()
 }

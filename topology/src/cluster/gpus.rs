@@ -12,12 +12,31 @@ use crate::{ClusterSpec, Error, HostId, InputError, LayoutNeed, Placement, Resou
 
 /// What one host offers a class: `free` as it stands, or for a class of a GPU layout, GPUs only
 /// in whole pods of the layout ([`GpuGroups::packable`]), capped by the free count (which also
-/// counts GPUs of other pods, whose indices are unknown).
-pub(crate) fn offered(state: &HostState, view: HostView, layout: Option<LayoutNeed>) -> Resources {
-    let Some(need) = layout else { return view.free };
-    let k = u64::from(need.gpus);
-    let packs = state.gpus.as_ref().map_or(0, |g| g.packable(!view.gpus_taken, need.gpus, need.within));
-    Resources { gpus: packs.min(view.free.gpus / k.max(1)) * k, ..view.free }
+/// counts GPUs of other pods, whose indices are unknown). For a class of a device need, `devices`
+/// is how many of its pods the host's free devices hold, with their pod: GPUs are offered for
+/// that many pods only (every resource the pod asks, when it asks no GPUs).
+pub(crate) fn offered(
+    state: &HostState,
+    view: HostView,
+    layout: Option<LayoutNeed>,
+    devices: Option<(u32, Resources)>,
+) -> Resources {
+    let mut offer = view.free;
+    if let Some(need) = layout {
+        let k = u64::from(need.gpus);
+        let packs = state.gpus.as_ref().map_or(0, |g| g.packable(!view.gpus_taken, need.gpus, need.within));
+        offer.gpus = packs.min(view.free.gpus / k.max(1)) * k;
+    }
+    if let Some((pods, pod)) = devices {
+        let pods = u64::from(pods);
+        if pod.gpus > 0 {
+            offer.gpus = offer.gpus.min(pods.saturating_mul(pod.gpus));
+        } else {
+            let cap = pod.checked_mul(pods).unwrap_or(offer);
+            offer = offer.component_min(&cap);
+        }
+    }
+    offer
 }
 
 impl Cluster {

@@ -57,11 +57,13 @@ pub(crate) struct HostView {
     pub(crate) free: Resources,
     /// GPU indices gangs hold.
     pub(crate) gpus_taken: u64,
+    /// The host's devices version: classes of a device need count its pods again when it moves.
+    pub(crate) devices: u32,
 }
 
 impl HostView {
     /// A host no view counts.
-    pub(crate) const NONE: HostView = HostView { usable: false, free: Resources::ZERO, gpus_taken: 0 };
+    pub(crate) const NONE: HostView = HostView { usable: false, free: Resources::ZERO, gpus_taken: 0, devices: 0 };
 }
 
 impl HostState {
@@ -72,7 +74,12 @@ impl HostState {
 
     /// What the views read of it now.
     pub(crate) fn view(&self, capacity: Resources) -> HostView {
-        HostView { usable: self.usable(), free: self.free(capacity), gpus_taken: self.gpus_taken }
+        HostView {
+            usable: self.usable(),
+            free: self.free(capacity),
+            gpus_taken: self.gpus_taken,
+            devices: self.devices_version,
+        }
     }
 }
 
@@ -106,7 +113,8 @@ impl Cluster {
                     .saturating_add(&after.free);
             }
         }
-        self.classes.host_changed(host, before, after, attrs_changed, &path, &self.topo, &self.hosts);
+        let devices = self.devices.as_deref_mut();
+        self.classes.host_changed(host, before, after, attrs_changed, &path, &self.topo, &self.hosts, devices);
         if !before.free.covers(&after.free) || (after.usable && !before.usable) || attrs_changed {
             self.epoch += 1;
         }
@@ -363,7 +371,7 @@ impl Cluster {
         let live: Vec<usize> =
             (0..domains).filter(|&d| topo.depth(crate::DomainId(d as u32)) != crate::model::DEAD_DEPTH).collect();
         let all = vec![true; topo.host_slots()];
-        let base = super::classes::sums(topo, &self.hosts, &all, None, domains);
+        let base = super::classes::sums(topo, &self.hosts, &all, None, None, domains);
         for &d in &live {
             let have = topo.capacity(crate::DomainId(d as u32));
             if have != capacity[d] {
@@ -388,7 +396,8 @@ impl Cluster {
         }
         for c in self.classes.in_use().filter(|&c| self.classes.has_own_sums(c)) {
             let admits: Vec<bool> = (0..topo.host_slots()).map(|h| self.classes.admits(c, HostId(h as u32))).collect();
-            let want = super::classes::sums(topo, &self.hosts, &admits, self.classes.layout(c), domains);
+            let devices = self.classes.device_fit(c).map(|f| (f.pod, self.classes.fits(c)));
+            let want = super::classes::sums(topo, &self.hosts, &admits, self.classes.layout(c), devices, domains);
             let have = self.classes.free(c, &self.free);
             if let Some(&d) = live.iter().find(|&&d| want[d] != have[d]) {
                 return Err(format!("class {c:?}, domain {d}: free {} but its hosts have {}", have[d], want[d]));

@@ -10,13 +10,17 @@
 //! backwards, so a gang that does not fully fit leaves no trace.
 
 mod classes;
+mod devices;
 mod gpus;
 mod live;
 
 pub use classes::HostClass;
+pub use devices::{DeviceFit, DeviceNeed, MAX_DEVICE_PODS_PER_HOST};
 pub use live::{CanonicalHost, HostSpec, Removal};
 
 use classes::Classes;
+use devices::DeviceStore;
+use devices::devices_per_host;
 use gpus::per_host_with_gpus;
 
 use std::sync::Arc;
@@ -38,11 +42,13 @@ pub struct Txn {
     epoch: u64,
 }
 
-/// A journaled change: the host, the amount, and the GPU indices (a mask) it concerned.
-#[derive(Clone, Copy, Debug)]
+/// A journaled change: the host, the amount, and the GPU indices (a mask) it concerned; or DRA
+/// devices of pods on a host, taken (`true`) or given back.
+#[derive(Clone, Debug)]
 enum Change {
     Allocated(HostId, Resources, u64),
     Released(HostId, Resources, u64),
+    Devices(HostId, Box<[crate::devices::DeviceId]>, bool),
 }
 
 /// What the cluster knows of one host besides its place in the tree.
@@ -62,6 +68,8 @@ pub(crate) struct HostState {
     pub(crate) gpus: Option<Arc<GpuGroups>>,
     /// GPU indices gangs hold here (bit `i` = GPU `i`).
     pub(crate) gpus_taken: u64,
+    /// Moves whenever DRA devices this host reaches are taken or given back.
+    pub(crate) devices_version: u32,
 }
 
 impl HostState {
@@ -93,6 +101,8 @@ pub struct Cluster {
     reaped: Vec<HostId>,
     /// Removed hosts still held by gangs (the only ones [`Cluster::reap`] looks at).
     held: std::collections::BTreeSet<HostId>,
+    /// DRA devices, when the cluster publishes any.
+    devices: Option<Box<DeviceStore>>,
 }
 
 impl Cluster {
@@ -116,6 +126,7 @@ impl Cluster {
             generation: 0,
             reaped: Vec::new(),
             held: std::collections::BTreeSet::new(),
+            devices: None,
         }
     }
 
@@ -277,9 +288,12 @@ impl Cluster {
     /// Allocates every pod of a placement, all or nothing, and gives each pod on a host whose
     /// GPU layout is known its GPU indices ([`Placement::gpus`]): the pods of the gang's layout
     /// first, each inside one group as it asks, then the others by the locality rule of
-    /// [`GpuGroups::pick`].
+    /// [`GpuGroups::pick`]. Pods carrying device claims get their devices
+    /// ([`Placement::devices`]); when one pod's claims cannot be met on its host, nothing is
+    /// allocated and the error names the pod.
     pub fn allocate_placement(&mut self, placement: &mut Placement) -> Result<()> {
         let gpus = self.assign_gpus(placement)?;
+        let devices = self.assign_devices(placement)?;
         let txn = self.begin();
         for (host, amount, mask) in per_host_with_gpus(placement, &gpus) {
             if let Err(e) = self.allocate_gpus(host, amount, mask) {
@@ -287,8 +301,12 @@ impl Cluster {
                 return Err(e);
             }
         }
+        for (host, ids) in devices_per_host(placement, &devices) {
+            self.shift_devices(host, &ids, true);
+        }
         self.commit(txn);
         placement.gpus = gpus;
+        placement.devices = devices;
         Ok(())
     }
 
@@ -301,9 +319,13 @@ impl Cluster {
             let mask = self.known_gpus(host, mask);
             self.shift_used(host, amount, mask, true);
         }
+        for (host, ids) in devices_per_host(placement, &placement.devices) {
+            self.move_devices(host, &ids, true);
+        }
     }
 
-    /// Releases every pod of a placement (and the GPU indices it was given), all or nothing.
+    /// Releases every pod of a placement (and the GPU indices and devices it was given), all or
+    /// nothing.
     pub fn release_placement(&mut self, placement: &Placement) -> Result<()> {
         let txn = self.begin();
         for (host, amount, mask) in per_host_with_gpus(placement, &placement.gpus) {
@@ -311,6 +333,9 @@ impl Cluster {
                 self.rollback(txn);
                 return Err(e);
             }
+        }
+        for (host, ids) in devices_per_host(placement, &placement.devices) {
+            self.shift_devices(host, &ids, false);
         }
         self.commit(txn);
         Ok(())
@@ -328,6 +353,7 @@ impl Cluster {
             match self.journal.pop().expect("length checked") {
                 Change::Allocated(h, r, g) => self.shift_used(h, r, g, false),
                 Change::Released(h, r, g) => self.shift_used(h, r, g, true),
+                Change::Devices(h, ids, taken) => self.move_devices(h, &ids, !taken),
             }
         }
         self.epoch = txn.epoch;
@@ -351,14 +377,22 @@ impl Cluster {
     /// Costs O(hosts) the first time a filter is seen.
     /// `None` when 65,535 distinct filters are held already.
     pub fn class_of(&mut self, filter: &HostFilter) -> Option<HostClass> {
-        self.class_for(filter, None)
+        self.class_for(filter, None, None)
     }
 
     /// The class of gangs whose pods carry `filter` and whose GPU layout asks `layout` of each
     /// host: its hosts offer only the GPUs such pods can use ([`GpuGroups::packable`]), so every
-    /// placement search sees exactly how many of those pods a host holds.
-    pub fn class_for(&mut self, filter: &HostFilter, layout: Option<LayoutNeed>) -> Option<HostClass> {
-        let (class, new) = self.classes.acquire(filter, layout, &self.topo, &self.hosts, &self.free)?;
+    /// placement search sees exactly how many of those pods a host holds. Likewise, hosts of a
+    /// class of `devices` offer GPUs only for as many pods as their free devices give claims to
+    /// (costing one device search per pod per host the first time).
+    pub fn class_for(
+        &mut self,
+        filter: &HostFilter,
+        layout: Option<LayoutNeed>,
+        devices: Option<DeviceFit>,
+    ) -> Option<HostClass> {
+        let store = self.devices.as_deref_mut();
+        let (class, new) = self.classes.acquire(filter, layout, devices, &self.topo, &self.hosts, &self.free, store)?;
         if new {
             // Answers cached by request (which names the class by index) are about another filter.
             self.generation += 1;
@@ -407,8 +441,14 @@ impl Cluster {
     ) -> std::result::Result<Placement, F> {
         found.map(|mut p| {
             p.layout = self.classes.layout(class);
+            p.device_fit = self.classes.device_fit(class);
             p
         })
+    }
+
+    /// The device claims gangs of `class` carry.
+    pub fn class_device_fit(&self, class: HostClass) -> Option<DeviceFit> {
+        self.classes.device_fit(class)
     }
 
     /// The GPU layout gangs of `class` ask of each host.
@@ -461,7 +501,7 @@ impl Cluster {
     /// with nothing running): `Err` means it can never run here as the cluster stands.
     pub fn place_on_empty(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
-        let capacity = self.classes.capacity(request.hosts, &self.topo, &self.hosts, self.generation);
+        let capacity = self.classes.capacity(request.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
         let (topo, model) = (&self.topo, &self.model);
         placement::place(topo, capacity, request, PlacementPolicy::Greedy, model, &mut self.scratch)
     }
@@ -539,13 +579,13 @@ impl Cluster {
             Demand::Single(r) => self.place_on_empty(r),
             Demand::Joint(j) => {
                 self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
-                let capacity = self.classes.capacity(j.hosts, &self.topo, &self.hosts, self.generation);
+                let capacity = self.classes.capacity(j.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
                 let (topo, model) = (&self.topo, &self.model);
                 placement::joint::greedy_under(topo, capacity, j, DomainId::ROOT, model, &mut self.scratch.greedy)
                     .map(|p| p.into_placement(j))
             }
             Demand::Tpu(t) => {
-                let capacity = self.classes.capacity(t.hosts, &self.topo, &self.hosts, self.generation);
+                let capacity = self.classes.capacity(t.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
                 placement::tpu::place(&self.topo, capacity, t, &self.model)
             }
         }

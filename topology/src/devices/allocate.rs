@@ -205,7 +205,8 @@ pub fn allocate_pod(
     allocate_on(&view.host(node), view, claims, in_use, selectors)
 }
 
-fn allocate_on(
+/// [`allocate_pod`] on devices already gathered for the node (see [`PoolView::host_in`]).
+pub fn allocate_on(
     host: &HostDevices<'_>,
     view: &PoolView,
     claims: &[Claim],

@@ -21,7 +21,7 @@ mod search;
 
 pub use allocate::{
     AllocationError, DeviceResult, GangAllocationError, IMPROVE_BUDGET, InUse, PodAllocation, PodClaims, SEARCH_BUDGET,
-    allocate_gang, allocate_pod,
+    allocate_gang, allocate_on, allocate_pod,
 };
 pub use cel::{CelError, ExprId, MAX_COST, MAX_EXPRESSION_BYTES, SelectorOwner, Selectors};
 pub use claims::{

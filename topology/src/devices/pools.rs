@@ -340,6 +340,39 @@ impl PoolView {
         host
     }
 
+    /// The pools each node reaches (its own and every `allNodes` pool), for [`PoolView::host_in`]:
+    /// `host()` scans every pool, which a cluster of a thousand node-local pools cannot afford per
+    /// host. The second list is the `allNodes` pools alone.
+    pub fn reach(&self) -> (BTreeMap<String, Vec<(String, String)>>, Vec<(String, String)>) {
+        let mut by_node: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+        let mut shared = Vec::new();
+        for (key, pool) in &self.pools {
+            match &pool.node {
+                Some(node) => by_node.entry(node.clone()).or_default().push(key.clone()),
+                None => shared.push(key.clone()),
+            }
+        }
+        (by_node, shared)
+    }
+
+    /// [`PoolView::host`] over the pools `keys` only (as [`PoolView::reach`] lists them).
+    pub fn host_in<'k>(&self, node: &str, keys: impl IntoIterator<Item = &'k (String, String)>) -> HostDevices<'_> {
+        let mut host = HostDevices { node: node.to_string(), ..HostDevices::default() };
+        for pool in keys.into_iter().filter_map(|k| self.pools.get(k)) {
+            let reaches = |n: &Option<String>| n.as_deref().is_none_or(|n| n == node);
+            if !pool.usable() {
+                if reaches(&pool.node) {
+                    host.incomplete.push(format!("{}/{}", pool.driver, pool.name));
+                }
+                continue;
+            }
+            host.devices.extend(pool.devices.iter().filter(|d| reaches(&d.node)));
+        }
+        host.devices.sort_by(|a, b| a.id.cmp(&b.id));
+        host.incomplete.sort();
+        host
+    }
+
     /// Shared counters available in a pool, in thousandths.
     pub fn counter(&self, driver: &str, pool: &str, key: &CounterKey) -> Option<u64> {
         self.pools.get(&(driver.to_string(), pool.to_string()))?.counters.get(key).copied()

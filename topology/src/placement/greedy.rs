@@ -196,6 +196,8 @@ pub(crate) fn finish(
         lower_bound: None,
         layout: None,
         gpus: Vec::new(),
+        device_fit: None,
+        devices: Vec::new(),
     };
     placement.cost = model.cost(topo, free, pod, &placement.per_host());
     placement

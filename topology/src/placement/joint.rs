@@ -68,6 +68,8 @@ impl JointPlacement {
             lower_bound: self.lower_bound,
             layout: None,
             gpus: Vec::new(),
+            device_fit: None,
+            devices: Vec::new(),
         }
     }
 

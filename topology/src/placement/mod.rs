@@ -107,6 +107,11 @@ pub struct Placement {
     /// [`crate::Cluster::allocate_placement`] on hosts whose layout is known; empty when no pod
     /// got any, 0 for a pod that got none.
     pub gpus: Vec<u64>,
+    /// The device claims the gang's pods of that shape carry (from its eligibility class).
+    pub device_fit: Option<crate::DeviceFit>,
+    /// DRA devices of pod `i`, given by [`crate::Cluster::allocate_placement`]; empty when no pod
+    /// carries claims, `None` for a pod that carries none.
+    pub devices: Vec<Option<crate::devices::PodAllocation>>,
 }
 
 impl Placement {

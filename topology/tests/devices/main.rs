@@ -9,6 +9,7 @@ use trainyard_topology::devices::{
     SelectorOwner, Selectors, allocate_gang, allocate_pod, parse_objects, resolve_claim,
 };
 
+mod cluster;
 mod prop;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dra");
