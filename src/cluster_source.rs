@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use trainyard_topology::sources::k8s_nodes::{self, NodeListOptions};
 use trainyard_topology::sources::{HostDefaults, LoadedTopology, lingjun, slurm};
+use trainyard_topology::devices::{DraObjects, parse_objects};
 use trainyard_topology::{Cluster, Resources, Topology, intra_node};
 
 use crate::inputs::{BUILTIN_CLUSTER, read_text};
@@ -33,6 +34,12 @@ pub struct ClusterArgs {
     /// GPUs per host where the source records none (Slurm topology.conf, Lingjun topo.csv).
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub host_gpus: u64,
+    /// DRA objects of the cluster, YAML or JSON (`kubectl get resourceslices,deviceclasses,
+    /// resourceclaimtemplates -A -o yaml`, or files of them): nodes get the devices their
+    /// ResourceSlices publish, and pods carrying claims (the trace's `claims` column) are placed
+    /// where devices meet them. May be given several times.
+    #[arg(long, value_name = "FILE")]
+    pub devices: Vec<PathBuf>,
 }
 
 /// The topology sources trainyard reads.
@@ -51,6 +58,23 @@ pub enum ClusterFormat {
 impl ClusterArgs {
     /// Reads and builds the cluster, printing every item the reader left out to stderr.
     pub fn load(&self) -> Result<Cluster> {
+        let mut cluster = self.load_topology()?;
+        if !self.devices.is_empty() {
+            let mut objects = DraObjects::default();
+            for path in &self.devices {
+                let more = parse_objects(&read_text(path)?, &path.display().to_string())?;
+                objects.classes.extend(more.classes);
+                objects.slices.extend(more.slices);
+                objects.claims.extend(more.claims);
+            }
+            let left_out = cluster.set_devices(objects)?;
+            let warnings: Vec<String> = left_out.iter().map(|r| format!("devices: {}: {}", r.subject, r.reason)).collect();
+            report_left_out(&warnings);
+        }
+        Ok(cluster)
+    }
+
+    fn load_topology(&self) -> Result<Cluster> {
         let Some(path) = &self.cluster else {
             return Ok(Cluster::from_yaml(BUILTIN_CLUSTER, "built-in cluster")?);
         };
@@ -75,20 +99,20 @@ impl ClusterArgs {
                 k8s_nodes::parse(&text, &name, &options)?
             }
         };
-        report_left_out(&loaded);
+        report_left_out(&loaded.warnings);
         let topo = Topology::build(&loaded.spec).with_context(|| format!("cannot build the topology of {name}"))?;
         Ok(Cluster::new(topo))
     }
 }
 
 /// The first warnings in full, then a count: a 10,000-node list may leave out hundreds.
-fn report_left_out(loaded: &LoadedTopology) {
+fn report_left_out(warnings: &[impl std::fmt::Display]) {
     const SHOWN: usize = 10;
-    for w in loaded.warnings.iter().take(SHOWN) {
+    for w in warnings.iter().take(SHOWN) {
         eprintln!("warning: {w}");
     }
-    if loaded.warnings.len() > SHOWN {
-        eprintln!("warning: ... and {} more items left out", loaded.warnings.len() - SHOWN);
+    if warnings.len() > SHOWN {
+        eprintln!("warning: ... and {} more items left out", warnings.len() - SHOWN);
     }
 }
 

@@ -17,6 +17,7 @@ pub mod compare;
 mod error;
 pub mod fairness;
 pub mod fragmentation;
+pub mod device_locality;
 pub mod gpu_locality;
 pub mod job;
 pub mod metrics;

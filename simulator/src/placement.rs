@@ -41,13 +41,20 @@ pub struct PlacementSummary {
     /// How close each pod's GPUs sat in its host; absent when no host has a GPU layout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_locality: Option<crate::gpu_locality::GpuLocality>,
+    /// The PCIe roots each pod's DRA devices span; absent when no pod carried claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_locality: Option<crate::device_locality::DeviceLocality>,
 }
 
 impl PlacementSummary {
     /// The placement section of a replay.
     pub fn of(result: &ReplayResult) -> PlacementSummary {
         let summary = PlacementSummary::new(&result.outcomes, &result.slowdown, result.fragmentation.clone());
-        PlacementSummary { gpu_locality: result.gpu_locality.clone(), ..summary }
+        PlacementSummary {
+            gpu_locality: result.gpu_locality.clone(),
+            device_locality: result.device_locality.clone(),
+            ..summary
+        }
     }
 
     /// Counts finished outcomes by their span level. Outcomes whose level the table does not
@@ -91,6 +98,7 @@ impl PlacementSummary {
             levels,
             fragmentation,
             gpu_locality: None,
+            device_locality: None,
         }
     }
 }

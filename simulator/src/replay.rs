@@ -70,6 +70,8 @@ pub struct ReplayResult {
     pub quota_usage: Option<QuotaUsage>,
     /// How close each pod's GPUs sat in its host; `None` when no host has a GPU layout.
     pub gpu_locality: Option<crate::gpu_locality::GpuLocality>,
+    /// The PCIe roots each pod's DRA devices span, when pods carried claims.
+    pub device_locality: Option<crate::device_locality::DeviceLocality>,
 }
 
 impl ReplayResult {
@@ -137,6 +139,7 @@ pub fn replay_observed(
     let mut preemptions: Vec<u32> = vec![0; jobs.len()];
     let mut explanations = Vec::new();
     let mut gpu_locality = crate::gpu_locality::GpuLocality::default();
+    let mut device_locality = crate::device_locality::DeviceLocality::default();
     let mut last_explained: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
@@ -237,6 +240,9 @@ pub fn replay_observed(
             if !admission.placement.gpus.is_empty() {
                 gpu_locality.observe(engine.cluster(), &admission.placement);
             }
+            if !admission.placement.devices.is_empty() {
+                device_locality.observe(engine.cluster(), &admission.placement);
+            }
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
             let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
@@ -289,5 +295,6 @@ pub fn replay_observed(
         preemptions,
         explanations,
         gpu_locality: gpu_locality.if_any(),
+        device_locality: device_locality.finish(engine.cluster()),
     })
 }

@@ -262,6 +262,9 @@ fn placement_section(p: &PlacementSummary) -> String {
     if let Some(locality) = &p.gpu_locality {
         out.push_str(&locality.render());
     }
+    if let Some(devices) = &p.device_locality {
+        out.push_str(&devices.render());
+    }
     out
 }
 

@@ -8,6 +8,7 @@ mod bad_input;
 mod compare;
 mod controller;
 mod crds;
+mod devices;
 mod help;
 mod json;
 mod place;

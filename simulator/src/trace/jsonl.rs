@@ -17,7 +17,7 @@ use trainyard_topology::TopologyRequest;
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
     topology, tpu, tpu_text,
 };
 use crate::job::TraceJob;
@@ -74,6 +74,7 @@ fn parse_line(text: &str, line: u64) -> Result<TraceJob, RowError> {
         pod_sets: f.optional("pod_sets", |v| pod_sets(&string(v)?), Vec::new())?,
         tpu: f.optional("tpu", |v| tpu(&string(v)?), None)?,
         gpu_layout: f.optional("gpu_layout", |v| gpu_layout(&string(v)?), None)?,
+        claims: f.optional("claims", |v| claims(&string(v)?), Vec::new())?,
     };
     parsed.into_job(line)
 }
@@ -170,6 +171,8 @@ struct JsonRow<'a> {
     tpu: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     gpu_layout: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    claims: String,
 }
 
 /// Writes the jobs, in the given order, one JSON object per line.
@@ -194,6 +197,7 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             pod_sets: pod_sets_text(&native.pod_sets),
             tpu: tpu_text(native.tpu.as_ref()),
             gpu_layout: gpu_layout_text(native.gpu_layout),
+            claims: claims_text(&native.claims),
         };
         serde_json::to_writer(&mut out, &row).map_err(|e| fail(io::Error::from(e)))?;
         out.write_all(b"\n").map_err(fail)?;
@@ -243,7 +247,7 @@ mod tests {
             (r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1}"#, "field `gpus_per_pod`: missing"),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1,"gpus_per_pod":1,"colour":"red"}"#,
-                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu, gpu_layout",
+                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu, gpu_layout, claims",
             ),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":0,"gpus_per_pod":1}"#,

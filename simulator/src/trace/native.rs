@@ -22,9 +22,10 @@ pub(crate) const COLUMNS: [&str; 11] = [
 ];
 
 /// Columns a row may have besides those: the main set's slices, the gang's other pod sets, the
-/// TPU slice shape of the main set, and the GPU layout of the main set's pods. Files without them
-/// read as before; writers add them only when some job needs them.
-pub(crate) const OPTIONAL_COLUMNS: [&str; 4] = ["slice", "pod_sets", "tpu", "gpu_layout"];
+/// TPU slice shape of the main set, the GPU layout of the main set's pods, and the DRA claim
+/// templates its pods carry. Files without them read as before; writers add them only when some
+/// job needs them.
+pub(crate) const OPTIONAL_COLUMNS: [&str; 5] = ["slice", "pod_sets", "tpu", "gpu_layout", "claims"];
 
 /// One row of the schema, each field parsed but not yet checked as a whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,6 +49,8 @@ pub(crate) struct NativeRow {
     pub tpu: Option<SliceShape>,
     /// Each of the row's own pods' GPUs under one PCIe switch (`switch`) or NUMA node (`numa`).
     pub gpu_layout: Option<GpuLayout>,
+    /// ResourceClaimTemplates each of the row's own pods carries a claim of.
+    pub claims: Vec<String>,
 }
 
 /// Name of the pod set a row's own columns describe.
@@ -73,6 +76,7 @@ impl NativeRow {
             pod_sets: job.gang.sets[1..].to_vec(),
             tpu: main.tpu.clone(),
             gpu_layout: main.gpu_layout,
+            claims: main.claims.clone(),
         }
     }
 
@@ -89,6 +93,11 @@ impl NativeRow {
     /// Whether the row needs the `gpu_layout` column.
     pub fn has_gpu_layout(&self) -> bool {
         self.gpu_layout.is_some()
+    }
+
+    /// Whether the row needs the `claims` column.
+    pub fn has_claims(&self) -> bool {
+        !self.claims.is_empty()
     }
 
     /// Checks the row (non-empty id and tenant, runtimes of at least 1 s,
@@ -137,6 +146,7 @@ impl NativeRow {
             slice: self.slice.clone(),
             tpu: self.tpu.clone(),
             gpu_layout: self.gpu_layout,
+            claims: self.claims.clone(),
             ..PodSetShape::new(MAIN_SET, self.pods, pod)
         };
         let sets: Vec<PodSetShape> = std::iter::once(main).chain(self.pod_sets.iter().cloned()).collect();
@@ -145,6 +155,7 @@ impl NativeRow {
             let main = e.set.as_deref() == Some(MAIN_SET) && self.pod_sets.iter().all(|s| s.name != MAIN_SET);
             let field = match (main, &self.tpu) {
                 (true, _) if self.gpu_layout.is_some() && e.message.contains("GPU layout") => "gpu_layout",
+                (true, _) if !self.claims.is_empty() && e.message.contains("claims") => "claims",
                 (true, Some(_)) => "tpu",
                 (true, None) => "slice",
                 (false, _) => "pod_sets",
@@ -197,6 +208,36 @@ pub(crate) fn gpu_layout_text(layout: Option<GpuLayout>) -> String {
     layout.map(|l| l.to_string()).unwrap_or_default()
 }
 
+/// The text form of claim templates: names joined by `+`; empty means none.
+pub(crate) fn claims(text: &str) -> Result<Vec<String>, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(Vec::new());
+    }
+    let names: Vec<String> = text.split('+').map(|n| n.trim().to_string()).collect();
+    if let Some(bad) = names.iter().find(|n| !is_object_name(n)) {
+        return Err(format!(
+            "{bad:?} is not a ResourceClaimTemplate name (lower-case letters, digits, '-' and '.'); \
+             join several with '+'"
+        ));
+    }
+    Ok(names)
+}
+
+/// A Kubernetes object name (DNS subdomain).
+fn is_object_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// The text of claim templates.
+pub(crate) fn claims_text(names: &[String]) -> String {
+    names.join("+")
+}
+
 /// The text of a TPU slice shape.
 pub(crate) fn tpu_text(shape: Option<&SliceShape>) -> String {
     shape.map(ToString::to_string).unwrap_or_default()
@@ -204,9 +245,9 @@ pub(crate) fn tpu_text(shape: Option<&SliceShape>) -> String {
 
 /// The text form of pod sets: `;`-separated sets, each `<name>=<pods>x<gpus per pod>` followed by
 /// optional space-separated `cpu_milli=<n>`, `memory_mib=<n>`, `required=<level>` (the set alone
-/// inside one domain of that level), `slice=<level>:<size>`, `tpu=<shape>` and `layout=switch|numa`
-/// (each pod's GPUs under one PCIe switch or on one NUMA node); no commas, so a
-/// CSV field needs no quotes. Empty means no other sets.
+/// inside one domain of that level), `slice=<level>:<size>`, `tpu=<shape>`, `layout=switch|numa`
+/// (each pod's GPUs under one PCIe switch or on one NUMA node) and `claims=<template>+...` (DRA
+/// claims of each pod); no commas, so a CSV field needs no quotes. Empty means no other sets.
 pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
     let mut sets = Vec::new();
     for (i, part) in text.split(';').map(str::trim).enumerate().filter(|(_, p)| !p.is_empty()) {
@@ -232,9 +273,10 @@ pub(crate) fn pod_sets(text: &str) -> Result<Vec<PodSetShape>, String> {
                 "slice" => set.slice = slice(value).map_err(at)?,
                 "tpu" => set.tpu = tpu(value).map_err(at)?,
                 "layout" => set.gpu_layout = gpu_layout(value).map_err(at)?,
+                "claims" => set.claims = claims(value).map_err(at)?,
                 other => {
                     return Err(at(format!(
-                        "unknown key {other:?}; use cpu_milli, memory_mib, required, slice, tpu or layout"
+                        "unknown key {other:?}; use cpu_milli, memory_mib, required, slice, tpu, layout or claims"
                     )));
                 }
             }
@@ -268,6 +310,9 @@ pub(crate) fn pod_sets_text(sets: &[PodSetShape]) -> String {
         }
         if let Some(layout) = s.gpu_layout {
             text.push_str(&format!(" layout={layout}"));
+        }
+        if !s.claims.is_empty() {
+            text.push_str(&format!(" claims={}", claims_text(&s.claims)));
         }
         text
     };

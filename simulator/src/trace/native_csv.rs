@@ -16,7 +16,7 @@ use std::io::{self, Read, Write};
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
     topology, tpu, tpu_text,
 };
 use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
@@ -49,6 +49,7 @@ fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
         pod_sets: row.get_optional("pod_sets", pod_sets)?,
         tpu: row.get_optional("tpu", tpu)?,
         gpu_layout: row.get_optional("gpu_layout", gpu_layout)?,
+        claims: row.get_optional("claims", claims)?,
     };
     parsed.into_job(row.line)
 }
@@ -72,6 +73,10 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
     if with_layout {
         header.push(OPTIONAL_COLUMNS[3]);
     }
+    let with_claims = rows.iter().any(NativeRow::has_claims);
+    if with_claims {
+        header.push(OPTIONAL_COLUMNS[4]);
+    }
     writer.write_record(&header).map_err(fail)?;
     for r in rows {
         let mut extra: Vec<String> = Vec::new();
@@ -83,6 +88,9 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
         }
         if with_layout {
             extra.push(gpu_layout_text(r.gpu_layout));
+        }
+        if with_claims {
+            extra.push(claims_text(&r.claims));
         }
         let fields = [
             r.id,
@@ -279,7 +287,7 @@ mod tests {
             ("x,0,60,,t,0,1,1,0,0,,,w=0x1", "field `pod_sets`: pod set 1 (\"w=0x1\"): a pod set needs at least 1 pod"),
             (
                 "x,0,60,,t,0,1,1,0,0,,,w=2x1 colour=red",
-                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required, slice, tpu or layout",
+                "field `pod_sets`: pod set 1 (\"w=2x1 colour=red\"): unknown key \"colour\"; use cpu_milli, memory_mib, required, slice, tpu, layout or claims",
             ),
             ("x,0,60,,t,0,1,1,0,0,,,w", "field `pod_sets`: pod set 1 (\"w\"): write <name>=<pods>x<gpus per pod>"),
         ];
@@ -322,6 +330,34 @@ mod tests {
             (
                 "x,0,60,,t,0,1,0,1000,0,,,switch",
                 "field `gpu_layout`: pod set \"main\": a GPU layout needs 1 to 64 GPUs per pod, not 0",
+            ),
+        ];
+        for (row, message) in cases {
+            let text = format!("{header}{row}\n");
+            assert_eq!(read(&text, false).unwrap_err().to_string(), format!("jobs.csv: line 2: {message}"), "{row}");
+        }
+    }
+
+    #[test]
+    fn claim_templates_round_trip_and_bad_ones_name_line_and_field() {
+        let header = HEADER.trim_end().to_string() + ",pod_sets,claims\n";
+        let text = format!("{header}a,0,60,,t,0,2,1,0,0,,l=1x0 cpu_milli=500,gpu-nic-pair+scratch.v1\n");
+        let jobs = read(&text, false).unwrap().jobs;
+        assert_eq!(jobs[0].gang.sets[0].claims, ["gpu-nic-pair", "scratch.v1"]);
+        assert!(jobs[0].gang.sets[1].claims.is_empty());
+        let mut out = Vec::new();
+        write_csv(&jobs, &mut out).unwrap();
+        let written = String::from_utf8(out).unwrap();
+        assert!(written.ends_with(",,l=1x0 cpu_milli=500,gpu-nic-pair+scratch.v1\n"), "{written}");
+        assert_eq!(read(&written, false).unwrap().jobs, jobs);
+        let cases = [
+            (
+                "x,0,60,,t,0,1,1,0,0,,,GPU_pair",
+                "field `claims`: \"GPU_pair\" is not a ResourceClaimTemplate name (lower-case letters, digits, '-' and '.'); join several with '+'",
+            ),
+            (
+                "x,0,60,,t,0,1,1,0,0,,w=1x1 claims=other,gpu-nic-pair",
+                "field `pod_sets`: pod set \"w\": carries claims [\"other\"] on pods of 1 GPU, but pod set \"main\" carries [\"gpu-nic-pair\"] on pods of 1 GPU; the pod sets of one gang that carry device claims must carry the same ones on the same pods",
             ),
         ];
         for (row, message) in cases {

@@ -320,6 +320,11 @@ impl Cluster {
         Ok(())
     }
 
+    /// A device of the cluster's complete pools, by id.
+    pub fn device(&self, id: &DeviceId) -> Option<&devices::Device> {
+        self.devices.as_deref()?.device(id)
+    }
+
     /// Devices gangs hold, for checks and reports.
     pub fn devices_in_use(&self) -> Option<&InUse> {
         self.devices.as_deref().map(DeviceStore::in_use)

@@ -18,6 +18,7 @@ pub mod objects;
 pub mod pools;
 pub mod read;
 mod search;
+pub mod synth;
 
 pub use allocate::{
     AllocationError, DeviceResult, GangAllocationError, IMPROVE_BUDGET, InUse, PodAllocation, PodClaims, SEARCH_BUDGET,
