@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
+use trainyard_topology::devices::{DraObjects, parse_objects};
 use trainyard_topology::sources::k8s_nodes::{self, NodeListOptions};
 use trainyard_topology::sources::{HostDefaults, LoadedTopology, lingjun, slurm};
-use trainyard_topology::devices::{DraObjects, parse_objects};
 use trainyard_topology::{Cluster, Resources, Topology, intra_node};
 
 use crate::inputs::{BUILTIN_CLUSTER, read_text};
@@ -68,7 +68,8 @@ impl ClusterArgs {
                 objects.claims.extend(more.claims);
             }
             let left_out = cluster.set_devices(objects)?;
-            let warnings: Vec<String> = left_out.iter().map(|r| format!("devices: {}: {}", r.subject, r.reason)).collect();
+            let warnings: Vec<String> =
+                left_out.iter().map(|r| format!("devices: {}: {}", r.subject, r.reason)).collect();
             report_left_out(&warnings);
         }
         Ok(cluster)

@@ -156,7 +156,8 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
         Ok(LayoutNeed { gpus, within })
     });
     let need = need.transpose()?;
-    let hosts = cluster.class_for(&HostFilter::default(), need, None).ok_or_else(|| anyhow!("too many host classes"))?;
+    let hosts =
+        cluster.class_for(&HostFilter::default(), need, None).ok_or_else(|| anyhow!("too many host classes"))?;
     let request = PlacementRequest { pods: args.pods, pod, constraint, flavor, hosts };
     text.push_str(&format!("gang: {} pods x {}, {}", args.pods, pod, args.topology));
     if let Some(need) = need {

@@ -76,7 +76,8 @@ impl Engine {
             if let Some(refusal) = refusal
                 && self.fits_without_devices(&request, &demand)
             {
-                let message = format!("claims {}: {refusal}", request.shape.claims().map_or(String::new(), |(t, _)| t.join("+")));
+                let message =
+                    format!("claims {}: {refusal}", request.shape.claims().map_or(String::new(), |(t, _)| t.join("+")));
                 return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(PendingReason::Devices { message })));
             }
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));

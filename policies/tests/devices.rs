@@ -71,8 +71,9 @@ fn check_devices(engine: &Engine) -> Result<(), String> {
             }
         }
     }
-    let in_use = &engine.cluster().devices_in_use().expect("devices").devices;
-    if *in_use != held {
+    let in_use: BTreeSet<DeviceId> =
+        engine.cluster().devices_in_use().expect("devices").devices.iter().cloned().collect();
+    if in_use != held {
         return Err(format!("{} devices in use but running gangs hold {}", in_use.len(), held.len()));
     }
     engine.cluster().audit()?;

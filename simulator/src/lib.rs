@@ -14,10 +14,10 @@
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
 pub mod compare;
+pub mod device_locality;
 mod error;
 pub mod fairness;
 pub mod fragmentation;
-pub mod device_locality;
 pub mod gpu_locality;
 pub mod job;
 pub mod metrics;

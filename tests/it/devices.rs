@@ -40,7 +40,10 @@ fn the_shipped_device_example_is_what_the_generator_makes() {
 #[test]
 fn a_trace_whose_pods_carry_claims_replays_on_the_device_cluster() {
     let run = trainyard(&["simulate", "--cluster", CLUSTER, "--devices", DEVICES, "--trace", TRACE]);
-    run.assert_success().assert_stdout_has(&["cluster          dra-h100 (128 GPUs, 16 hosts)\n", "jobs             80 (80 finished, 0 unschedulable)\n"]);
+    run.assert_success().assert_stdout_has(&[
+        "cluster          dra-h100 (128 GPUs, 16 hosts)\n",
+        "jobs             80 (80 finished, 0 unschedulable)\n",
+    ]);
     assert_eq!(run.stderr, "");
     // Pair and two-GPU pods have their devices under one PCIe root; whole-node pods span four.
     let (mut aligned, mut whole) = (0u64, 0u64);

@@ -17,8 +17,8 @@ use trainyard_topology::TopologyRequest;
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
-    topology, tpu, tpu_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text,
+    slice, slice_text, topology, tpu, tpu_text,
 };
 use crate::job::TraceJob;
 

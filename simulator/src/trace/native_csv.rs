@@ -16,8 +16,8 @@ use std::io::{self, Read, Write};
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text, slice, slice_text,
-    topology, tpu, tpu_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text,
+    slice, slice_text, topology, tpu, tpu_text,
 };
 use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
 use crate::job::TraceJob;

@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use super::Cluster;
-use crate::devices::{
-    self, Claim, DeviceId, DraObjects, InUse, PodAllocation, PoolReport,
-    PoolView, Selectors,
-};
+use super::device_counts::DeviceCounts;
 use crate::devices::objects::{ClaimTemplate, DeviceClass};
+use crate::devices::{
+    self, Claim, DeviceId, DraObjects, InUse, PodAllocation, PoolKey, PoolReport, PoolView, Selectors,
+};
 use crate::{Error, GangShape, HostClass, HostId, Placement, Resources, Result};
 
 /// Pods of one need counted on one host at most: enough for any real node, and a bound on the
@@ -45,11 +45,13 @@ pub(crate) struct DeviceStore {
     selectors: Selectors,
     in_use: InUse,
     /// Node-local pools per node.
-    by_node: BTreeMap<String, Vec<(String, String)>>,
+    by_node: BTreeMap<String, Vec<PoolKey>>,
     /// `allNodes` pools: a device taken there changes what every host offers.
-    shared: Vec<(String, String)>,
+    shared: Vec<PoolKey>,
     needs: Vec<Need>,
     by_templates: HashMap<Vec<String>, DeviceNeed>,
+    /// Counts made, per host and state of its devices.
+    counts: DeviceCounts,
 }
 
 impl Clone for DeviceStore {
@@ -61,6 +63,7 @@ impl Clone for DeviceStore {
             self.templates.values().cloned().collect::<Vec<_>>(),
         );
         copy.in_use = self.in_use.clone();
+        copy.counts = self.counts.clone();
         let mut lists: Vec<(&Vec<String>, DeviceNeed)> = self.by_templates.iter().map(|(k, v)| (k, *v)).collect();
         lists.sort_by_key(|(_, n)| *n);
         for (templates, _) in lists {
@@ -83,6 +86,7 @@ impl std::fmt::Debug for DeviceStore {
 impl DeviceStore {
     fn new(view: PoolView, classes: Vec<DeviceClass>, templates: Vec<ClaimTemplate>) -> DeviceStore {
         let (by_node, shared) = view.reach();
+        let counts = DeviceCounts::new(&view, &by_node, !shared.is_empty());
         DeviceStore {
             view,
             classes,
@@ -93,6 +97,7 @@ impl DeviceStore {
             shared,
             needs: Vec::new(),
             by_templates: HashMap::new(),
+            counts,
         }
     }
 
@@ -131,6 +136,15 @@ impl DeviceStore {
         if !self.reaches(node) || cap == 0 {
             return 0;
         }
+        if let Some(pods) = self.counts.get(node, need, cap, empty) {
+            return pods;
+        }
+        let pods = self.count(node, need, cap, empty);
+        self.counts.put(node, need, cap, empty, pods);
+        pods
+    }
+
+    fn count(&mut self, node: &str, need: DeviceNeed, cap: u32, empty: bool) -> u32 {
         let mut scratch = InUse::default();
         let DeviceStore { view, selectors, in_use, needs, by_node, shared, .. } = self;
         let host = view.host_in(node, by_node.get(node).into_iter().flatten().chain(shared.iter()));
@@ -166,20 +180,23 @@ impl DeviceStore {
     }
 
     fn device(&self, id: &DeviceId) -> Option<&devices::Device> {
-        let pool = self.view.pools.get(&(id.driver.clone(), id.pool.clone()))?;
-        pool.devices.binary_search_by(|d| d.id.cmp(id)).ok().map(|i| &pool.devices[i])
+        find_device(&self.view, id)
     }
 
     /// Takes (or gives back) devices by id; whether one of them is in an `allNodes` pool.
     pub(crate) fn shift(&mut self, ids: &[DeviceId], take: bool) -> bool {
+        let DeviceStore { view, in_use, counts, .. } = self;
         let mut shared = false;
         for id in ids {
-            let Some(device) = self.device(id).cloned() else { continue };
+            let Some(device) = find_device(view, id) else { continue };
             shared |= device.node.is_none();
+            if let Some(node) = &device.node {
+                counts.shift(node, id, take);
+            }
             if take {
-                self.in_use.take(&device);
+                in_use.take(device);
             } else {
-                self.in_use.give_back(&device);
+                in_use.give_back(device);
             }
         }
         shared
@@ -231,6 +248,11 @@ impl DeviceStore {
     pub(crate) fn selector_counts(&self) -> (u64, u64) {
         (self.selectors.lookups(), self.selectors.evaluations())
     }
+}
+
+fn find_device<'v>(view: &'v PoolView, id: &DeviceId) -> Option<&'v devices::Device> {
+    let pool = view.pools.get(&(id.driver.clone(), id.pool.clone()))?;
+    pool.devices.binary_search_by(|d| d.id.cmp(id)).ok().map(|i| &pool.devices[i])
 }
 
 /// Device ids of one allocation.
@@ -292,7 +314,8 @@ impl Cluster {
             "the devices of {some} of {} nodes hold {total} of the gang's {pods} pods even with nothing running",
             hosts.len()
         );
-        let refusing = hosts.iter().zip(&holding).find(|(_, n)| **n == 0).map(|(h, _)| self.topo.host_name(*h).to_string());
+        let refusing =
+            hosts.iter().zip(&holding).find(|(_, n)| **n == 0).map(|(h, _)| self.topo.host_name(*h).to_string());
         if let (Some(node), Some(store)) = (refusing, self.devices.as_mut())
             && let Some(why) = store.refusal(fit.need, &node)
         {
@@ -387,7 +410,10 @@ impl Cluster {
 
 /// `(host, device ids of its pods)` for every host where pods of `placement` got devices,
 /// sorted by host; `devices` holds one entry per pod or nothing.
-pub(super) fn devices_per_host(placement: &Placement, devices: &[Option<PodAllocation>]) -> Vec<(HostId, Vec<DeviceId>)> {
+pub(super) fn devices_per_host(
+    placement: &Placement,
+    devices: &[Option<PodAllocation>],
+) -> Vec<(HostId, Vec<DeviceId>)> {
     let mut out: BTreeMap<HostId, Vec<DeviceId>> = BTreeMap::new();
     for (i, allocation) in devices.iter().enumerate() {
         if let (Some(allocation), Some(&host)) = (allocation, placement.hosts.get(i)) {

@@ -10,6 +10,7 @@
 //! backwards, so a gang that does not fully fit leaves no trace.
 
 mod classes;
+mod device_counts;
 mod devices;
 mod gpus;
 mod live;
@@ -501,7 +502,8 @@ impl Cluster {
     /// with nothing running): `Err` means it can never run here as the cluster stands.
     pub fn place_on_empty(&mut self, request: &PlacementRequest) -> std::result::Result<Placement, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
-        let capacity = self.classes.capacity(request.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
+        let capacity =
+            self.classes.capacity(request.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
         let (topo, model) = (&self.topo, &self.model);
         placement::place(topo, capacity, request, PlacementPolicy::Greedy, model, &mut self.scratch)
     }
@@ -579,13 +581,25 @@ impl Cluster {
             Demand::Single(r) => self.place_on_empty(r),
             Demand::Joint(j) => {
                 self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
-                let capacity = self.classes.capacity(j.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
+                let capacity = self.classes.capacity(
+                    j.hosts,
+                    &self.topo,
+                    &self.hosts,
+                    self.generation,
+                    self.devices.as_deref_mut(),
+                );
                 let (topo, model) = (&self.topo, &self.model);
                 placement::joint::greedy_under(topo, capacity, j, DomainId::ROOT, model, &mut self.scratch.greedy)
                     .map(|p| p.into_placement(j))
             }
             Demand::Tpu(t) => {
-                let capacity = self.classes.capacity(t.hosts, &self.topo, &self.hosts, self.generation, self.devices.as_deref_mut());
+                let capacity = self.classes.capacity(
+                    t.hosts,
+                    &self.topo,
+                    &self.hosts,
+                    self.generation,
+                    self.devices.as_deref_mut(),
+                );
                 placement::tpu::place(&self.topo, capacity, t, &self.model)
             }
         }

@@ -18,7 +18,7 @@
 //! ties going to the lowest device ids. Everything is deterministic: the same inputs give the
 //! same devices.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 
 use super::cel::{CelError, Selectors};
 use super::claims::Claim;
@@ -39,8 +39,8 @@ pub type CounterId = (String, String, String, String);
 /// Devices and shared counters already taken (by running pods, other claims, earlier gang pods).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InUse {
-    /// Allocated devices.
-    pub devices: BTreeSet<DeviceId>,
+    /// Allocated devices (hashed: a cluster holds tens of thousands, looked up per candidate).
+    pub devices: HashSet<DeviceId>,
     /// Counters consumed, in thousandths.
     pub counters: BTreeMap<CounterId, u64>,
 }

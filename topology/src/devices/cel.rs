@@ -130,7 +130,9 @@ pub struct Selectors {
     context: Context<'static, 'static>,
     by_text: HashMap<String, ExprId>,
     programs: Vec<Compiled>,
-    results: HashMap<(ExprId, DeviceId), bool>,
+    /// Per device, per compiled expression: 0 not evaluated yet, 1 false, 2 true. Looked up by
+    /// reference, so a hit allocates nothing.
+    results: HashMap<DeviceId, Vec<u8>>,
     evaluations: u64,
     lookups: u64,
 }
@@ -216,8 +218,8 @@ impl Selectors {
     /// Whether `device` meets the expression; an error when evaluation fails or gives no bool.
     pub fn matches(&mut self, id: ExprId, device: &Device) -> Result<bool, CelError> {
         self.lookups += 1;
-        if let Some(&result) = self.results.get(&(id, device.id.clone())) {
-            return Ok(result);
+        if let Some(&known @ 1..=2) = self.results.get(&device.id).and_then(|r| r.get(id.index)) {
+            return Ok(known == 2);
         }
         let Some(compiled) = self.programs.get(id.index).filter(|_| id.cache == self.number) else {
             return Err(CelError::Eval {
@@ -238,7 +240,11 @@ impl Selectors {
             Ok(other) => return Err(eval(format!("gave {other:?}, not a bool"))),
             Err(e) => return Err(eval(e.to_string())),
         };
-        self.results.insert((id, device.id.clone()), result);
+        let known = self.results.entry(device.id.clone()).or_default();
+        if known.len() <= id.index {
+            known.resize(id.index + 1, 0);
+        }
+        known[id.index] = 1 + u8::from(result);
         Ok(result)
     }
 }

@@ -28,5 +28,5 @@ pub use cel::{CelError, ExprId, MAX_COST, MAX_EXPRESSION_BYTES, SelectorOwner, S
 pub use claims::{
     Alternative, Claim, ClaimError, Constraint, ConstraintKind, MAX_DEVICES_PER_CLAIM, Request, resolve_claim,
 };
-pub use pools::{Device, DeviceId, HostDevices, Pool, PoolReport, PoolView};
+pub use pools::{Device, DeviceId, HostDevices, Pool, PoolKey, PoolReport, PoolView};
 pub use read::{DraObjects, parse_objects};

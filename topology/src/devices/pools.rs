@@ -63,7 +63,19 @@ impl PartialOrd for DeviceId {
 /// Compares with runs of digits as numbers; equal-valued runs fall back to the text so that the
 /// order stays total (`a01` and `a1` differ).
 fn natural(a: &str, b: &str) -> std::cmp::Ordering {
-    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    if a == b {
+        return std::cmp::Ordering::Equal;
+    }
+    // Skip the common prefix, backing up to the start of the digit run the first difference
+    // falls in (numbers compare whole); what comes before compares equal.
+    let (x, y) = (a.as_bytes(), b.as_bytes());
+    let common = x.iter().zip(y).take_while(|(p, q)| p == q).count();
+    let start = x[..common].iter().rposition(|c| !c.is_ascii_digit()).map_or(0, |i| i + 1);
+    natural_from(&x[start..], &y[start..], a, b)
+}
+
+fn natural_from(x: &[u8], y: &[u8], a: &str, b: &str) -> std::cmp::Ordering {
+    let (mut x, mut y) = (x, y);
     while let (Some(&p), Some(&q)) = (x.first(), y.first()) {
         if p.is_ascii_digit() && q.is_ascii_digit() {
             let (dx, dy) = (digit_run(x), digit_run(y));
@@ -91,6 +103,9 @@ fn trim_zeros(digits: &[u8]) -> &[u8] {
     let zeros = digits.iter().take_while(|&&d| d == b'0').count();
     &digits[zeros..]
 }
+
+/// A pool's key: (driver, pool).
+pub type PoolKey = (String, String);
 
 /// Counter key inside a pool: (counter set, counter).
 pub type CounterKey = (String, String);
@@ -343,8 +358,8 @@ impl PoolView {
     /// The pools each node reaches (its own and every `allNodes` pool), for [`PoolView::host_in`]:
     /// `host()` scans every pool, which a cluster of a thousand node-local pools cannot afford per
     /// host. The second list is the `allNodes` pools alone.
-    pub fn reach(&self) -> (BTreeMap<String, Vec<(String, String)>>, Vec<(String, String)>) {
-        let mut by_node: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    pub fn reach(&self) -> (BTreeMap<String, Vec<PoolKey>>, Vec<PoolKey>) {
+        let mut by_node: BTreeMap<String, Vec<PoolKey>> = BTreeMap::new();
         let mut shared = Vec::new();
         for (key, pool) in &self.pools {
             match &pool.node {
@@ -356,9 +371,12 @@ impl PoolView {
     }
 
     /// [`PoolView::host`] over the pools `keys` only (as [`PoolView::reach`] lists them).
-    pub fn host_in<'k>(&self, node: &str, keys: impl IntoIterator<Item = &'k (String, String)>) -> HostDevices<'_> {
+    pub fn host_in<'k>(&self, node: &str, keys: impl IntoIterator<Item = &'k PoolKey>) -> HostDevices<'_> {
         let mut host = HostDevices { node: node.to_string(), ..HostDevices::default() };
-        for pool in keys.into_iter().filter_map(|k| self.pools.get(k)) {
+        // Pools in device id order, so their devices (each pool's sorted) come out sorted.
+        let mut pools: Vec<&Pool> = keys.into_iter().filter_map(|k| self.pools.get(k)).collect();
+        pools.sort_by(|a, b| natural(&a.driver, &b.driver).then_with(|| natural(&a.name, &b.name)));
+        for pool in pools {
             let reaches = |n: &Option<String>| n.as_deref().is_none_or(|n| n == node);
             if !pool.usable() {
                 if reaches(&pool.node) {
@@ -368,8 +386,6 @@ impl PoolView {
             }
             host.devices.extend(pool.devices.iter().filter(|d| reaches(&d.node)));
         }
-        host.devices.sort_by(|a, b| a.id.cmp(&b.id));
-        host.incomplete.sort();
         host
     }
 
@@ -452,5 +468,25 @@ mod tests {
         let mut names = vec!["gpu-10", "gpu-2", "gpu-1-mig-3", "gpu-1", "nic-0", "gpu-02"];
         names.sort_by(|a, b| natural(a, b));
         assert_eq!(names, ["gpu-1", "gpu-1-mig-3", "gpu-02", "gpu-2", "gpu-10", "nic-0"]);
+    }
+
+    /// The common prefix is skipped only up to the digit run the first difference falls in.
+    #[test]
+    fn numbers_that_share_leading_digits_compare_whole() {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let cases = [
+            ("gpu-120", "gpu-13", Greater),
+            ("gpu-12", "gpu-13", Less),
+            ("node-0099", "node-100", Less),
+            ("node-100a", "node-100b", Less),
+            ("pci0000:15", "pci0000:37", Less),
+            ("a01", "a1", Less),
+            ("x", "x", Equal),
+            ("x1", "x", Greater),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(natural(a, b), want, "{a} vs {b}");
+            assert_eq!(natural(b, a), want.reverse(), "{b} vs {a}");
+        }
     }
 }

@@ -185,7 +185,8 @@ mod tests {
         let host = view.host("n1");
         assert_eq!(host.devices.len(), 16);
         let roots = |driver: &str| {
-            let mut r: Vec<&str> = host.devices.iter().filter(|d| d.id.driver == driver).filter_map(|d| d.pcie_root()).collect();
+            let mut r: Vec<&str> =
+                host.devices.iter().filter(|d| d.id.driver == driver).filter_map(|d| d.pcie_root()).collect();
             r.dedup();
             r
         };

@@ -166,8 +166,8 @@ fn missing_templates_and_clusters_without_devices_are_named() {
     let mut cluster = cluster();
     let err = cluster.device_fit(&shape(1, 1, &["no-such-template"])).unwrap_err();
     assert_eq!(err.to_string(), "ResourceClaimTemplate no-such-template: no such ResourceClaimTemplate");
-    let mut plain = Cluster::from_yaml("name: p\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8}\n", "p")
-        .unwrap();
+    let mut plain =
+        Cluster::from_yaml("name: p\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8}\n", "p").unwrap();
     let err = plain.device_fit(&shape(1, 1, &["gpu-nic-pair"])).unwrap_err();
     assert!(err.to_string().contains("publishes no devices"), "{err}");
 }

@@ -126,7 +126,7 @@ proptest! {
                             }
                         }
                     }
-                    let expected: BTreeSet<DeviceId> = before.devices.union(&given).cloned().collect();
+                    let expected: std::collections::HashSet<DeviceId> = before.devices.iter().chain(&given).cloned().collect();
                     prop_assert_eq!(&in_use.devices, &expected);
                 }
             }

@@ -49,7 +49,8 @@ fn gpus_of(mask: u64) -> Vec<u8> {
 #[test]
 fn a_layout_class_offers_only_whole_pods_of_its_layout() {
     let mut c = p4d(2);
-    let switch2 = c.class_for(&HostFilter::default(), Some(LayoutNeed { gpus: 2, within: GpuLayout::Switch }), None).unwrap();
+    let switch2 =
+        c.class_for(&HostFilter::default(), Some(LayoutNeed { gpus: 2, within: GpuLayout::Switch }), None).unwrap();
     assert_eq!(c.free_for(switch2, DomainId::ROOT).gpus, 16);
     // One 1-GPU pod on the first host breaks one switch for 2-GPU pods: 3 switches left there.
     let (p, _) = start(&mut c, &gang(1, 1, None)).unwrap();
@@ -57,7 +58,8 @@ fn a_layout_class_offers_only_whole_pods_of_its_layout() {
     let host = c.topology().host_domain(p.hosts[0]);
     assert_eq!(c.free_for(switch2, host).gpus, 6);
     assert_eq!(c.free(host).gpus, 7, "the plain view still counts every free GPU");
-    let numa4 = c.class_for(&HostFilter::default(), Some(LayoutNeed { gpus: 4, within: GpuLayout::Numa }), None).unwrap();
+    let numa4 =
+        c.class_for(&HostFilter::default(), Some(LayoutNeed { gpus: 4, within: GpuLayout::Numa }), None).unwrap();
     assert_eq!(c.free_for(numa4, host).gpus, 4, "one NUMA node of that host is whole");
     c.release_placement(&p).unwrap();
     assert_eq!(c.free_for(switch2, host).gpus, 8);
