@@ -16,15 +16,35 @@ impl Engine {
 
     /// Takes a gang into the table as pending; `fit` checks that it fits the empty cluster (a
     /// gang taken back where it already runs is not asked that).
-    pub(crate) fn enter(&mut self, request: GangRequest, fit: bool) -> Result<Submitted> {
+    pub(crate) fn enter(&mut self, mut request: GangRequest, fit: bool) -> Result<Submitted> {
         if self.gangs.contains_key(&request.id) {
             return Err(Error::DuplicateGang(request.id));
         }
         let shape = &request.shape;
-        if shape.pods() == 0 || shape.sets.iter().any(|s| s.pods == 0 || s.pod.is_zero()) {
+        if shape.pods() == 0 || shape.sets.iter().any(|s| s.pods == 0 || (s.pod.is_zero() && s.claims.is_empty())) {
             return Ok(Submitted::Unschedulable(Unschedulable::EmptyGang));
         }
         if let Err(e) = shape.validate() {
+            return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape { set: e.set, message: e.message }));
+        }
+        // Claims resolve first: pods that get their GPUs through claims count them from here on.
+        let claims_set = request.shape.sets.iter().find(|s| !s.claims.is_empty()).map(|s| s.name.clone());
+        let devices = match self.cluster.device_fit(&mut request.shape) {
+            Ok(devices) => devices,
+            Err(e @ trainyard_topology::Error::DeviceClaim { .. }) => {
+                return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape {
+                    set: claims_set,
+                    message: e.to_string(),
+                }));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let shape = &request.shape;
+        if shape.sets.iter().any(|s| s.pod.is_zero()) {
+            return Ok(Submitted::Unschedulable(Unschedulable::EmptyGang));
+        }
+        // The GPUs the claims gave may make a set with claims look like one without.
+        if let Some(e) = devices.and_then(|_| shape.validate().err()) {
             return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape { set: e.set, message: e.message }));
         }
         // A queue bound to a flavor runs its gangs on that flavor's nodes only; a flavor no
@@ -53,17 +73,6 @@ impl Engine {
             }));
         }
         let layout = shape.layout_need();
-        let claims_set = || shape.sets.iter().find(|s| !s.claims.is_empty()).map(|s| s.name.clone());
-        let devices = match self.cluster.device_fit(shape) {
-            Ok(devices) => devices,
-            Err(e @ trainyard_topology::Error::DeviceClaim { .. }) => {
-                return Ok(Submitted::Unschedulable(Unschedulable::InvalidShape {
-                    set: claims_set(),
-                    message: e.to_string(),
-                }));
-            }
-            Err(e) => return Err(e.into()),
-        };
         let hosts =
             self.cluster.class_for(&request.hosts, layout, devices).ok_or(Error::TooManyHostFilters(request.id))?;
         let demand = demand.with_hosts(hosts);

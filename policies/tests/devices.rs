@@ -124,6 +124,18 @@ fn a_missing_template_is_named_and_nothing_is_queued() {
 }
 
 #[test]
+fn pods_that_ask_gpus_only_through_claims_are_charged_the_claims_gpus() {
+    let mut e = Engine::new(cluster(), policy(false));
+    assert_eq!(e.submit(request(1, 0, 3, 0, &["gpu-nic-pair"])).unwrap(), Submitted::Queued);
+    assert_eq!(e.schedule(0).unwrap().admitted.len(), 1);
+    assert_eq!(e.quotas().usage(e.quotas().find("a").unwrap()).gpus, 3);
+    let got = e.submit(request(2, 0, 1, 2, &["trainer-8gpu"])).unwrap();
+    let Submitted::Unschedulable(Unschedulable::InvalidShape { message, .. }) = &got else { panic!("{got:?}") };
+    assert!(message.ends_with("asks for 2 GPUs per pod but its claims get 8"), "{message}");
+    check_devices(&e).unwrap();
+}
+
+#[test]
 fn a_preemptor_gets_the_devices_its_victims_give_back() {
     let mut e = Engine::new(cluster(), policy(true));
     e.submit(request(1, 0, 2, 8, &["trainer-8gpu"])).unwrap();

@@ -125,6 +125,21 @@ impl DeviceStore {
         Ok(DeviceNeed(index))
     }
 
+    /// Whole GPUs one pod's claims get: the devices of the preferred alternative of every
+    /// request whose DeviceClass counts GPUs ([`counts_gpus`]), for exact counts (an `All`
+    /// request's count depends on the host and is not counted).
+    fn claim_gpus(&self, need: DeviceNeed) -> u64 {
+        let counts = |class: &str| self.classes.iter().any(|c| c.name == class && counts_gpus(c));
+        self.needs[usize::from(need.0)]
+            .claims
+            .iter()
+            .flat_map(|c| &c.requests)
+            .filter_map(|r| r.alternatives.first())
+            .filter(|a| counts(&a.class))
+            .map(|a| a.count.unwrap_or(0) as u64)
+            .sum()
+    }
+
     /// Whether `node` reaches any device at all.
     pub(crate) fn reaches(&self, node: &str) -> bool {
         self.by_node.contains_key(node) || !self.shared.is_empty()
@@ -255,6 +270,14 @@ fn find_device<'v>(view: &'v PoolView, id: &DeviceId) -> Option<&'v devices::Dev
     pool.devices.binary_search_by(|d| d.id.cmp(id)).ok().map(|i| &pool.devices[i])
 }
 
+/// Whether devices of a class are whole GPUs, for quota and placement counts: its
+/// `extendedResourceName` is a GPU resource (`nvidia.com/gpu`, `amd.com/gpu`), or a label of its
+/// name is `gpu` (`gpu.nvidia.com`, `h200.gpu.example.com`; not `mig.nvidia.com`).
+pub fn counts_gpus(class: &DeviceClass) -> bool {
+    class.extended_resource_name.as_deref().is_some_and(|r| r.ends_with("/gpu"))
+        || class.name.split('.').any(|l| l == "gpu")
+}
+
 /// Device ids of one allocation.
 pub(crate) fn ids_of(allocation: &PodAllocation) -> Vec<DeviceId> {
     allocation.claims.iter().flat_map(|c| &c.results).map(|r| r.device.clone()).collect()
@@ -284,16 +307,35 @@ impl Cluster {
     /// What the gang's device claims ask of each host, resolved against the cluster's devices:
     /// `None` for a gang without claims; an error naming the template that is missing, or whose
     /// claim does not resolve (a missing DeviceClass, a selector that does not compile or costs
-    /// too much).
-    pub fn device_fit(&mut self, shape: &GangShape) -> Result<Option<DeviceFit>> {
-        let Some((templates, pod)) = shape.claims() else { return Ok(None) };
+    /// too much). Pods whose claims get whole GPUs ([`counts_gpus`]) count those GPUs: a pod
+    /// that asks for none is given them (quota and placement then count them), a pod that asks
+    /// for another number is refused, naming both.
+    pub fn device_fit(&mut self, shape: &mut GangShape) -> Result<Option<DeviceFit>> {
+        let Some((templates, _)) = shape.claims() else { return Ok(None) };
+        let templates = templates.to_vec();
         let Some(store) = self.devices.as_mut() else {
             return Err(Error::DeviceClaim {
                 template: templates.join("+"),
                 message: "the cluster publishes no devices (no ResourceSlices were given)".into(),
             });
         };
-        Ok(Some(DeviceFit { need: store.need(templates)?, pod }))
+        let need = store.need(&templates)?;
+        let gpus = store.claim_gpus(need);
+        for set in shape.sets.iter_mut().filter(|s| !s.claims.is_empty()) {
+            if set.pod.gpus == 0 {
+                set.pod.gpus = gpus;
+            } else if gpus > 0 && set.pod.gpus != gpus {
+                return Err(Error::DeviceClaim {
+                    template: templates.join("+"),
+                    message: format!(
+                        "pod set {:?} asks for {} GPUs per pod but its claims get {gpus}",
+                        set.name, set.pod.gpus
+                    ),
+                });
+            }
+        }
+        let pod = shape.claims().map(|(_, pod)| pod).expect("claims seen above");
+        Ok(Some(DeviceFit { need, pod }))
     }
 
     /// Why the hosts of `class` (a class of a device need) cannot hold a gang of `pods` such pods

@@ -31,7 +31,7 @@ pub(crate) fn shape(pods: u32, gpus: u64, templates: &[&str]) -> GangShape {
 }
 
 fn class(cluster: &mut Cluster, shape: &GangShape) -> HostClass {
-    let fit = cluster.device_fit(shape).expect("claims resolve");
+    let fit = cluster.device_fit(&mut shape.clone()).expect("claims resolve");
     cluster.class_for(&HostFilter::default(), shape.layout_need(), fit).expect("class")
 }
 
@@ -164,12 +164,29 @@ fn first_available_takes_h200s_where_a_node_has_them_and_falls_back_to_h100s_els
 #[test]
 fn missing_templates_and_clusters_without_devices_are_named() {
     let mut cluster = cluster();
-    let err = cluster.device_fit(&shape(1, 1, &["no-such-template"])).unwrap_err();
+    let err = cluster.device_fit(&mut shape(1, 1, &["no-such-template"])).unwrap_err();
     assert_eq!(err.to_string(), "ResourceClaimTemplate no-such-template: no such ResourceClaimTemplate");
     let mut plain =
         Cluster::from_yaml("name: p\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8}\n", "p").unwrap();
-    let err = plain.device_fit(&shape(1, 1, &["gpu-nic-pair"])).unwrap_err();
+    let err = plain.device_fit(&mut shape(1, 1, &["gpu-nic-pair"])).unwrap_err();
     assert!(err.to_string().contains("publishes no devices"), "{err}");
+}
+
+#[test]
+fn pods_count_the_whole_gpus_their_claims_get() {
+    let mut cluster = cluster();
+    // No GPUs asked: the claims' are counted (one GPU of a pair; MIG slices are not whole GPUs).
+    for (template, gpus) in [("gpu-nic-pair", 1), ("trainer-8gpu", 8), ("h200-or-h100", 8), ("two-mig-slices", 0)] {
+        let mut asked = shape(1, 0, &[template]);
+        let fit = cluster.device_fit(&mut asked).unwrap().unwrap();
+        assert_eq!((asked.sets[0].pod.gpus, fit.pod.gpus), (gpus, gpus), "{template}");
+    }
+    // Asking for another number is refused, naming both.
+    let err = cluster.device_fit(&mut shape(2, 4, &["gpu-nic-pair"])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "ResourceClaimTemplate gpu-nic-pair: pod set \"workers\" asks for 4 GPUs per pod but its claims get 1"
+    );
 }
 
 #[test]
