@@ -67,6 +67,11 @@ pub struct PlaceArgs {
     /// host; only hosts with a known layout qualify (--intra-node, or `intra_node` in the YAML).
     #[arg(long, value_name = "switch|numa")]
     pub gpu_layout: Option<trainyard_topology::GpuLayout>,
+    /// DRA claims of every pod: ResourceClaimTemplates of the --devices files, joined by `+`.
+    /// Pods then go only where devices meet their claims, and each pod's devices are printed;
+    /// GPUs per pod default to what the claims get.
+    #[arg(long, value_name = "TEMPLATE[+TEMPLATE]", requires = "devices")]
+    pub claims: Option<String>,
     /// Explain the answer: its cost term by term, and why other levels and domains lost.
     #[arg(long)]
     pub explain: bool,
@@ -97,6 +102,9 @@ pub struct PlaceArgs {
 pub fn run(args: &PlaceArgs) -> Result<()> {
     if !(0.0..1.0).contains(&args.load) {
         bail!("--load {} must be at least 0 and below 1", args.load);
+    }
+    if args.claims.is_some() && (args.torus.is_some() || args.tpu.is_some() || !args.pod_sets.is_empty()) {
+        bail!("--claims places one pod shape on GPU hosts; it does not go with --torus, --tpu or --pod-set");
     }
     if args.slices != 1 && args.torus.is_none() && args.tpu.is_none() {
         bail!("--slices {} needs --tpu (the cluster's tori) or --torus (a pool of its own)", args.slices);
@@ -156,12 +164,25 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
         Ok(LayoutNeed { gpus, within })
     });
     let need = need.transpose()?;
+    let (pod, devices) = match &args.claims {
+        Some(claims) => {
+            let mut set = trainyard_topology::PodSetShape::new("pods", args.pods, pod);
+            set.claims = claims.split('+').map(|t| t.trim().to_string()).collect();
+            let mut shape = trainyard_topology::GangShape { sets: vec![set], topology: TopologyRequest::Unconstrained };
+            let fit = cluster.device_fit(&mut shape).map_err(|e| anyhow!("--claims: {e}"))?;
+            (shape.sets[0].pod, fit)
+        }
+        None => (pod, None),
+    };
     let hosts =
-        cluster.class_for(&HostFilter::default(), need, None).ok_or_else(|| anyhow!("too many host classes"))?;
+        cluster.class_for(&HostFilter::default(), need, devices).ok_or_else(|| anyhow!("too many host classes"))?;
     let request = PlacementRequest { pods: args.pods, pod, constraint, flavor, hosts };
     text.push_str(&format!("gang: {} pods x {}, {}", args.pods, pod, args.topology));
     if let Some(need) = need {
         text.push_str(&format!(", each pod's GPUs within one {}", need.within));
+    }
+    if let Some(claims) = &args.claims {
+        text.push_str(&format!(", each pod claiming {claims}"));
     }
     if let Some(s) = slice {
         text.push_str(&format!(", slices of {} per {}", s.size, topo.levels()[usize::from(s.depth) - 1]));
@@ -182,6 +203,7 @@ fn place_gpus(args: &PlaceArgs) -> Result<String> {
     text.push_str(&describe_placement(&cluster, policy, &placement));
     cluster.allocate_placement(&mut placement)?;
     text.push_str(&describe_gpus(&cluster, &placement));
+    text.push_str(&describe_devices(&cluster, &placement));
     if let Some(e) = explanation {
         text.push('\n');
         text.push_str(&e.to_string());
@@ -335,6 +357,28 @@ fn describe_gpus(cluster: &Cluster, p: &Placement) -> String {
             a.locality,
             a.nics.join(",")
         ));
+    }
+    text
+}
+
+/// Each pod's DRA devices, request by request, with their PCIe roots.
+fn describe_devices(cluster: &Cluster, p: &Placement) -> String {
+    let mut text = String::new();
+    for (i, pod) in p.devices.iter().enumerate() {
+        let Some(pod) = pod else { continue };
+        if text.is_empty() {
+            text.push_str("Devices per pod (request: driver/pool/device @ PCIe root):\n");
+        }
+        let results: Vec<String> = pod
+            .claims
+            .iter()
+            .flat_map(|c| &c.results)
+            .map(|r| {
+                let root = cluster.device(&r.device).and_then(|d| d.pcie_root()).unwrap_or("-");
+                format!("{}: {} @ {root}", r.request, r.device)
+            })
+            .collect();
+        text.push_str(&format!("  pod {i} on {}: {}\n", pod.node, results.join(", ")));
     }
     text
 }

@@ -82,3 +82,24 @@ fn a_devices_file_that_is_not_dra_objects_is_named() {
     assert!(!run.status.success());
     assert!(run.stderr.contains("Cargo.toml"), "{}", run.stderr);
 }
+
+#[test]
+fn place_prints_every_pods_devices_with_gpu_and_nic_on_one_pcie_root() {
+    let args = ["place", "--cluster", CLUSTER, "--devices", DEVICES, "--pods", "8", "--gpus", "0"];
+    let run = trainyard(&[&args[..], &["--claims", "gpu-nic-pair", "--topology", "required:host"]].concat());
+    run.assert_success().assert_stdout_has(&["gang: 8 pods x 1 GPU, required:host, each pod claiming gpu-nic-pair\n"]);
+    let pods: Vec<&str> = run.stdout.lines().filter(|l| l.starts_with("  pod ")).collect();
+    assert_eq!(pods.len(), 8, "{}", run.stdout);
+    for line in pods {
+        let roots: Vec<&str> = line.split(" @ ").skip(1).map(|r| r.split(',').next().unwrap().trim()).collect();
+        assert_eq!(roots.len(), 2, "{line}");
+        assert_eq!(roots[0], roots[1], "GPU and NIC under one root: {line}");
+    }
+    let run = trainyard(&[&args[..], &["--claims", "gpu-nic-pair+nvme"]].concat());
+    assert!(!run.status.success());
+    assert!(
+        run.stderr.contains("--claims: ResourceClaimTemplate nvme: no such ResourceClaimTemplate"),
+        "{}",
+        run.stderr
+    );
+}

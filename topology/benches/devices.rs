@@ -1,5 +1,5 @@
 //! The DRA claim allocator at cluster scale: 1,000 nodes of 8 GPUs and 8 RDMA NICs (two of each
-//! under every one of 4 PCIe roots, as the shipped fixtures), 2,000 gangs of 1-4 whole-node pods
+//! under every one of 4 PCIe roots, made by `devices::synth`), 2,000 gangs of 1-4 whole-node pods
 //! whose claims are either eight GPU+NIC pairs on one PCIe root or eight GPUs of one model.
 //!
 //! Gangs arrive in a fixed order; each takes the next free nodes (host choice is not measured:
@@ -11,38 +11,13 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+use trainyard_topology::devices::synth::{SynthNode, slices_yaml};
 use trainyard_topology::devices::{
     Claim, InUse, PodClaims, PoolView, Selectors, allocate_gang, parse_objects, resolve_claim,
 };
 use trainyard_topology::rng::SplitMix64;
 
 const NODES: usize = 1_000;
-
-/// One node's GPU and NIC slices, as their drivers publish them.
-fn node_slices(n: usize) -> String {
-    let node = format!("node-{n:04}");
-    let device = |kind: &str, i: usize, attrs: &str| {
-        let root = i / 2;
-        format!(
-            "    - name: {kind}-{i}\n      attributes:\n{attrs}        resource.kubernetes.io/pcieRoot: {{string: \"pci0000:{root:02x}\"}}\n"
-        )
-    };
-    let gpu_attrs = |i: usize| {
-        format!(
-            "        type: {{string: gpu}}\n        uuid: {{string: GPU-{n:04}-{i}}}\n        productName: {{string: NVIDIA H100 80GB HBM3}}\n"
-        )
-    };
-    let gpus: String = (0..8).map(|i| device("gpu", i, &gpu_attrs(i))).collect();
-    let nics: String = (0..8).map(|i| device("nic", i, "        type: {string: rdma}\n")).collect();
-    // Items of one List, as `kubectl get resourceslices -o yaml` prints them.
-    let slice = |driver: &str, devices: &str| {
-        let devices = devices.replace("\n    ", "\n      ").replacen("    - ", "      - ", 1);
-        format!(
-            "- apiVersion: resource.k8s.io/v1\n  kind: ResourceSlice\n  metadata: {{name: {node}-{driver}}}\n  spec:\n    driver: {driver}\n    nodeName: {node}\n    pool: {{name: {node}, generation: 1, resourceSliceCount: 1}}\n    devices:\n{devices}"
-        )
-    };
-    slice("gpu.nvidia.com", &gpus) + &slice("nic.example.com", &nics)
-}
 
 struct Claims {
     pairs: Vec<Claim>,
@@ -70,7 +45,16 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let gangs = if quick { 200 } else { 2_000 };
-    let text = format!("apiVersion: v1\nkind: List\nitems:\n{}", (0..NODES).map(node_slices).collect::<String>());
+    let nodes: Vec<SynthNode> = (0..NODES)
+        .map(|n| SynthNode {
+            name: format!("node-{n:04}"),
+            gpus: 8,
+            nics: 8,
+            product: "NVIDIA H100 80GB HBM3".into(),
+            clique: None,
+        })
+        .collect();
+    let text = slices_yaml(&nodes);
     let started = Instant::now();
     let objects = parse_objects(&text, "bench-slices.yaml").expect("slices");
     let view = PoolView::build(&objects.slices);

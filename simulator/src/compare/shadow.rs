@@ -87,10 +87,11 @@ impl<'a> ShadowObserver<'a> {
             let demand = topo.demand(shape, None, trainyard_topology::HostClass::DEFAULT).map_err(engine_error)?;
             self.mirror.release_placement(&admission.placement).map_err(engine_error)?;
             let committed = answer(&self.mirror, admission.placement.clone());
-            // The baselines place one pod shape and know no GPU layout inside hosts (the mirror
-            // follows free counts, not GPU indices): such gangs are shown as placed.
+            // The baselines place one pod shape and know no GPU layout inside hosts nor DRA
+            // devices (the mirror follows free counts, not GPU indices or devices): such gangs are
+            // shown as placed.
             let single = match demand {
-                Demand::Single(request) if shape.layout_need().is_none() => Some(request),
+                Demand::Single(request) if shape.layout_need().is_none() && shape.claims().is_none() => Some(request),
                 _ => None,
             };
             let Some(request) = single else {
