@@ -62,10 +62,7 @@ impl ClusterArgs {
         if !self.devices.is_empty() {
             let mut objects = DraObjects::default();
             for path in &self.devices {
-                let more = parse_objects(&read_text(path)?, &path.display().to_string())?;
-                objects.classes.extend(more.classes);
-                objects.slices.extend(more.slices);
-                objects.claims.extend(more.claims);
+                objects.extend(parse_objects(&read_text(path)?, &path.display().to_string())?);
             }
             let left_out = cluster.set_devices(objects)?;
             let warnings: Vec<String> =

@@ -15,10 +15,7 @@ fn objects() -> DraObjects {
     let mut all = DraObjects::default();
     for file in ["slices-gpu.yaml", "slices-nic.yaml", "slices-partitionable.json", "classes.yaml", "claims.yaml"] {
         let text = std::fs::read_to_string(format!("{DIR}/{file}")).expect("fixture");
-        let objects = parse_objects(&text, file).expect("fixture parses");
-        all.classes.extend(objects.classes);
-        all.slices.extend(objects.slices);
-        all.claims.extend(objects.claims);
+        all.extend(parse_objects(&text, file).expect("fixture parses"));
     }
     all
 }

@@ -338,21 +338,9 @@ impl PoolView {
         view
     }
 
-    /// The devices `node` reaches, in id order.
+    /// The devices `node` reaches, in id order (every pool looked at: see [`PoolView::host_in`]).
     pub fn host(&self, node: &str) -> HostDevices<'_> {
-        let mut host = HostDevices { node: node.to_string(), ..HostDevices::default() };
-        for pool in self.pools.values() {
-            let reaches = |n: &Option<String>| n.as_deref().is_none_or(|n| n == node);
-            if !pool.usable() {
-                if reaches(&pool.node) {
-                    host.incomplete.push(format!("{}/{}", pool.driver, pool.name));
-                }
-                continue;
-            }
-            host.devices.extend(pool.devices.iter().filter(|d| reaches(&d.node)));
-        }
-        host.devices.sort_by(|a, b| a.id.cmp(&b.id));
-        host
+        self.host_in(node, self.pools.keys())
     }
 
     /// The pools each node reaches (its own and every `allNodes` pool), for [`PoolView::host_in`]:

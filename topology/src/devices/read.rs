@@ -19,6 +19,15 @@ pub struct DraObjects {
     pub claims: Vec<ClaimTemplate>,
 }
 
+impl DraObjects {
+    /// Adds the objects of another file.
+    pub fn extend(&mut self, other: DraObjects) {
+        self.classes.extend(other.classes);
+        self.slices.extend(other.slices);
+        self.claims.extend(other.claims);
+    }
+}
+
 #[derive(Deserialize)]
 struct Envelope {
     #[serde(rename = "apiVersion")]
