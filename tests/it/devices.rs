@@ -5,7 +5,8 @@ use std::path::Path;
 
 use trainyard_topology::devices::synth::{CLASSES_AND_TEMPLATES, SynthNode, slices_yaml};
 
-use crate::trainyard;
+use crate::json::{number_after, validate};
+use crate::{TempDir, arg, trainyard};
 
 const CLUSTER: &str = "examples/clusters/dra-h100.yaml";
 const DEVICES: &str = "examples/clusters/dra-h100.devices.yaml";
@@ -62,9 +63,18 @@ fn a_trace_whose_pods_carry_claims_replays_on_the_device_cluster() {
         &format!("  one PCIe root {}, several roots {}, no root published 0 (0.0%)\n", line(aligned), line(whole)),
         "  CEL selector results from the cache: ",
     ]);
-    // Deterministic: the same inputs give the same report.
-    let again = trainyard(&["simulate", "--cluster", CLUSTER, "--devices", DEVICES, "--trace", TRACE]);
-    assert_eq!(run.stdout, again.stdout);
+    // Deterministic: the same inputs give the same report, and the JSON says the same.
+    let dir = TempDir::create();
+    let out = dir.path("dra.json");
+    let again =
+        trainyard(&["simulate", "--cluster", CLUSTER, "--devices", DEVICES, "--trace", TRACE, "--out", &arg(&out)]);
+    again.assert_success();
+    assert!(again.stdout.starts_with(&run.stdout), "{}", again.stdout);
+    let json = std::fs::read_to_string(&out).unwrap();
+    validate(&json).unwrap();
+    assert_eq!(number_after(&json, "\"device_locality\"", "pods") as u64, pods);
+    assert_eq!(number_after(&json, "\"device_locality\"", "one_root") as u64, aligned);
+    assert_eq!(number_after(&json, "\"device_locality\"", "several_roots") as u64, whole);
 }
 
 #[test]
@@ -102,4 +112,18 @@ fn place_prints_every_pods_devices_with_gpu_and_nic_on_one_pcie_root() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn devices_of_nodes_the_cluster_does_not_have_are_named_and_left_out() {
+    let run = trainyard(&["simulate", "--devices", DEVICES, "--trace", TRACE, "--quiet"]);
+    run.assert_success();
+    assert!(
+        run.stderr.starts_with(
+            "warning: devices: gpu.nvidia.com/dra-r1-h01, nic.example.com/dra-r1-h01: node dra-r1-h01 is not in the cluster; its devices are not used\n"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("warning: ... and 6 more items left out\n"), "{}", run.stderr);
 }

@@ -293,8 +293,17 @@ impl Cluster {
             return Err(crate::InputError::invalid(self.topo.name(), None, "devices", message).into());
         }
         let view = PoolView::build(&objects.slices);
-        let reports = view.reports.clone();
-        self.devices = Some(Box::new(DeviceStore::new(view, objects.classes, objects.claims)));
+        let mut reports = view.reports.clone();
+        let store = DeviceStore::new(view, objects.classes, objects.claims);
+        let hosts: std::collections::BTreeSet<&str> = self.topo.hosts().map(|h| self.topo.host_name(h)).collect();
+        for node in store.by_node.keys().filter(|n| !hosts.contains(n.as_str())) {
+            let pools: Vec<String> = store.by_node[node].iter().map(|(d, p)| format!("{d}/{p}")).collect();
+            reports.push(PoolReport {
+                subject: pools.join(", "),
+                reason: format!("node {node} is not in the cluster; its devices are not used"),
+            });
+        }
+        self.devices = Some(Box::new(store));
         self.structure_changed();
         Ok(reports)
     }
