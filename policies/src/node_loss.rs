@@ -10,6 +10,9 @@ use trainyard_topology::{HostId, PlacementFailure};
 use crate::engine::{Cycle, GangState, NodeLoss, Replacement};
 use crate::{Engine, GangId, NodeLossAction, PendingReason, Result};
 
+/// A lost host's pods of one set moved: (lost host, set, new hosts, GPU indices, devices).
+type Move = (HostId, usize, Vec<HostId>, Vec<u64>, Vec<Option<trainyard_topology::devices::PodAllocation>>);
+
 impl Engine {
     /// Hosts a running gang has lost, with the time each was lost (none for a healthy gang).
     pub fn lost_hosts(&self, id: GangId) -> Vec<(HostId, u64)> {
@@ -132,8 +135,9 @@ impl Engine {
         let topo = self.cluster.topology();
         let top = topo.ancestor_at(placement.domain, demand.constraint().top_depth.min(placement.depth));
         let txn = self.cluster.begin();
-        // (lost host, set, new hosts of that set's pods there, in pod order, and their GPU indices)
-        let mut moves: Vec<(HostId, usize, Vec<HostId>, Vec<u64>)> = Vec::new();
+        // (lost host, set, new hosts of that set's pods there, in pod order, their GPU indices and
+        // their devices)
+        let mut moves: Vec<Move> = Vec::new();
         for &host in lost {
             for k in 0..placement.sets.len() {
                 let pods = placement.set_hosts(k).iter().filter(|&&h| h == host).count() as u32;
@@ -153,7 +157,7 @@ impl Engine {
                     self.cluster.rollback(txn);
                     return Ok(false);
                 }
-                moves.push((host, k, found.hosts, found.gpus));
+                moves.push((host, k, found.hosts, found.gpus, found.devices));
             }
         }
         self.cluster.commit(txn);
@@ -163,7 +167,10 @@ impl Engine {
         if placement.gpus.is_empty() && moves.iter().any(|m| !m.3.is_empty()) {
             placement.gpus = vec![0; pods];
         }
-        for (host, k, with, gpus) in moves {
+        if placement.devices.is_empty() && moves.iter().any(|m| !m.4.is_empty()) {
+            placement.devices = vec![None; pods];
+        }
+        for (host, k, with, gpus, devices) in moves {
             let pod = placement.sets[k].pod;
             let amount = pod.checked_mul(with.len() as u64).unwrap_or(pod);
             let start: usize = placement.sets[..k].iter().map(|s| s.pods as usize).sum();
@@ -171,10 +178,16 @@ impl Engine {
             let moved: Vec<usize> = (start..start + len).filter(|&i| placement.hosts[i] == host).collect();
             let old_gpus = moved.iter().fold(0u64, |m, &i| m | placement.gpus.get(i).copied().unwrap_or(0));
             self.cluster.release_pods(host, amount, old_gpus)?;
+            let old_devices: Vec<_> =
+                moved.iter().filter_map(|&i| placement.devices.get(i).cloned().flatten()).collect();
+            self.cluster.release_devices(host, &old_devices);
             for (j, &i) in moved.iter().enumerate() {
                 placement.hosts[i] = with[j];
                 if let Some(g) = placement.gpus.get_mut(i) {
                     *g = gpus.get(j).copied().unwrap_or(0);
+                }
+                if let Some(d) = placement.devices.get_mut(i) {
+                    *d = devices.get(j).cloned().flatten();
                 }
             }
             match by_host.last_mut() {
@@ -185,8 +198,10 @@ impl Engine {
         for (host, with) in by_host {
             let hosts = std::mem::take(&mut placement.hosts);
             let (layout, gpus) = (placement.layout, std::mem::take(&mut placement.gpus));
+            let (device_fit, devices) = (placement.device_fit, std::mem::take(&mut placement.devices));
             placement = self.cluster.recorded_placement(&placement.sets, hosts).expect("a gang has pods");
             (placement.layout, placement.gpus) = (layout, gpus);
+            (placement.device_fit, placement.devices) = (device_fit, devices);
             self.move_running(id, host, &placement);
             cycle.replaced.push(Replacement { gang: id, lost: host, with, placement: placement.clone() });
         }

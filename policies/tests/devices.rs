@@ -35,7 +35,7 @@ fn cluster() -> Cluster {
 fn policy(preemption: bool) -> PolicyConfig {
     let yaml = format!(
         "backfill: easy\nqueues:\n  - {{name: a, nominal: {{gpus: 64}}}}\nundeclared_queues: reject\n\
-         preemption: {{within_queue: {preemption}, reclaim: false}}\n"
+         preemption: {{within_queue: {preemption}, reclaim: false}}\nnode_loss: {{action: replace, grace: 0s}}\n"
     );
     PolicyConfig::from_yaml(&yaml, "dra-policy.yaml").unwrap()
 }
@@ -144,26 +144,52 @@ fn a_preemptor_gets_the_devices_its_victims_give_back() {
     check_devices(&e).unwrap();
 }
 
+#[test]
+fn a_gang_moved_off_a_lost_node_takes_devices_on_the_new_one_and_gives_back_the_old() {
+    let mut e = Engine::new(cluster(), policy(false));
+    e.submit(request(1, 0, 1, 8, &["trainer-8gpu"])).unwrap();
+    let cycle = e.schedule(0).unwrap();
+    let host = cycle.admitted[0].placement.hosts[0];
+    let node = |e: &Engine, h| e.cluster().topology().host_name(h).to_string();
+    let before = node(&e, host);
+    e.set_host_ready(host, false, 1).unwrap();
+    let cycle = e.schedule(2).unwrap();
+    assert_eq!(cycle.replaced.len(), 1, "{cycle:?}");
+    let placement = e.running_placement(GangId(1)).unwrap().clone();
+    let after = node(&e, placement.hosts[0]);
+    assert_ne!(after, before);
+    let pod = placement.devices[0].as_ref().expect("the moved pod has devices");
+    assert_eq!(pod.node, after);
+    assert!(pod.claims[0].results.iter().all(|r| r.device.pool == after), "{pod:?}");
+    check_devices(&e).unwrap();
+}
+
 const TEMPLATES: [(&str, u64); 5] =
     [("gpu-nic-pair", 1), ("trainer-8gpu", 8), ("gpus-spread", 4), ("h200-or-h100", 8), ("burn-in", 1)];
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
-    /// Whatever gangs come, start, finish or are preempted: no device is held twice, what is in
-    /// use is exactly what running gangs hold (a finished, preempted or refused gang holds
-    /// nothing), and every kept count matches a count from scratch.
+    /// Whatever gangs come, start, finish, are preempted or move off lost nodes: no device is
+    /// held twice, what is in use is exactly what running gangs hold (a finished, preempted or
+    /// refused gang holds nothing), and every kept count matches a count from scratch.
     #[test]
     fn devices_are_never_given_twice_and_stopped_gangs_give_all_of_theirs_back(
-        gangs in prop::collection::vec((0usize..TEMPLATES.len(), 1u32..=3, -1i32..=1, 0u64..3), 1..24),
+        gangs in prop::collection::vec((0usize..TEMPLATES.len(), 1u32..=3, -1i32..=1, 0u64..3, 0usize..8), 1..24),
         preemption in any::<bool>(),
     ) {
         let mut e = Engine::new(cluster(), policy(preemption));
+        let hosts: Vec<_> = e.cluster().topology().hosts().collect();
         let mut now = 0;
-        for (i, (template, pods, priority, finish)) in gangs.into_iter().enumerate() {
+        for (i, (template, pods, priority, finish, toggle)) in gangs.into_iter().enumerate() {
             let (name, gpus) = TEMPLATES[template];
             e.submit(request(i as u64, priority, pods, gpus, &[name])).unwrap();
             now += 1;
+            // Half the steps lose a node or bring one back.
+            if let Some(&host) = hosts.get(toggle) {
+                let ready = !e.cluster().usable(host);
+                e.set_host_ready(host, ready, now).unwrap();
+            }
             e.schedule(now).unwrap();
             prop_assert_eq!(check_devices(&e), Ok(()));
             let running: Vec<GangId> = e.running().map(|(id, _, _)| id).collect();

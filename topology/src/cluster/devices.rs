@@ -399,6 +399,12 @@ impl Cluster {
         self.devices.as_deref()?.device(id)
     }
 
+    /// Gives back the devices of pods a gang held on `host` (a lost host whose pods moved).
+    pub fn release_devices(&mut self, host: HostId, pods: &[PodAllocation]) {
+        let ids: Vec<DeviceId> = pods.iter().flat_map(ids_of).collect();
+        self.shift_devices(host, &ids, false);
+    }
+
     /// Devices gangs hold, for checks and reports.
     pub fn devices_in_use(&self) -> Option<&InUse> {
         self.devices.as_deref().map(DeviceStore::in_use)
