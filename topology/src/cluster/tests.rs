@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::eligibility::{HostAttrs, Taint, TaintEffect, Toleration, TolerationOperator};
+use crate::placement::PlacementRequest;
 
 fn small() -> Cluster {
     Cluster::from_yaml("name: t\nlevels: [rack, host]\ngenerate:\n  counts: [2, 2]\n  node: {gpus: 8}\n", "t").unwrap()
