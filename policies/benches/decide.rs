@@ -11,6 +11,10 @@
 
 use std::time::Instant;
 
+mod common;
+
+use common::Ends;
+
 use trainyard_policies::{BackfillMode, Engine, FairSharing, GangId, GangRequest, PolicyConfig, PreemptionRules};
 use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::{Cluster, GangShape, PodSetShape, Resources, SliceRequest, TopologyRequest};
@@ -123,9 +127,8 @@ fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: Backfill
     let first = engine.schedule(0).expect("cycle");
     let mut decide = t.elapsed();
     let mut worst = decide;
-    let mut ends: std::collections::BTreeSet<(u64, u64)> =
-        first.admitted.iter().map(|a| (runtimes[a.id.0 as usize], a.id.0)).collect();
-    let mut admitted = first.admitted.len();
+    let mut ends = Ends::new(runtimes);
+    let (mut admitted, _) = ends.record(&first, 0);
     let submit_started = Instant::now();
     for g in high {
         engine.submit(g).expect("valid gang");
@@ -133,27 +136,16 @@ fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: Backfill
     submit_time += submit_started.elapsed();
     let (mut now, mut cycles, mut preempted) = (0u64, 1usize, 0usize);
     while engine.pending_len() > 0 {
-        while let Some(&(end, id)) = ends.first() {
-            if end > now {
-                break;
-            }
-            ends.pop_first();
-            engine.finish(GangId(id), now).expect("running");
-        }
+        ends.finish_due(&mut engine, now);
         let t = Instant::now();
         let cycle = engine.schedule(now).expect("cycle");
         let spent = t.elapsed();
         decide += spent;
         worst = worst.max(spent);
         cycles += 1;
-        for p in &cycle.preempted {
-            ends.retain(|&(_, id)| id != p.victim.0);
-            preempted += 1;
-        }
-        for a in &cycle.admitted {
-            ends.insert((now + runtimes[a.id.0 as usize], a.id.0));
-        }
-        admitted += cycle.admitted.len();
+        let (started, stopped) = ends.record(&cycle, now);
+        admitted += started;
+        preempted += stopped;
         now += 60;
     }
     let rate = admitted as f64 / decide.as_secs_f64();

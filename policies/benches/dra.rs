@@ -11,6 +11,10 @@
 
 use std::time::{Duration, Instant};
 
+mod common;
+
+use common::Ends;
+
 use trainyard_policies::{Engine, GangId, GangRequest, PolicyConfig, PreemptionRules};
 use trainyard_topology::devices::parse_objects;
 use trainyard_topology::devices::synth::{CLASSES_AND_TEMPLATES, SynthNode, TEMPLATES, slices_yaml};
@@ -114,24 +118,15 @@ fn run(label: &str, count: usize, devices: bool, baseline: Option<&Outcome>) -> 
         engine.submit(g).expect("valid gang");
     }
     let submit = submit_started.elapsed();
-    let mut ends: std::collections::BTreeSet<(u64, u64)> = std::collections::BTreeSet::new();
+    let mut ends = Ends::new(runtimes);
     let (mut now, mut admitted) = (0u64, 0usize);
     let mut cycles: Vec<Duration> = Vec::new();
     while engine.pending_len() > 0 {
-        while let Some(&(end, id)) = ends.first() {
-            if end > now {
-                break;
-            }
-            ends.pop_first();
-            engine.finish(GangId(id), now).expect("running");
-        }
+        ends.finish_due(&mut engine, now);
         let t = Instant::now();
         let cycle = engine.schedule(now).expect("cycle");
         cycles.push(t.elapsed());
-        for a in &cycle.admitted {
-            ends.insert((now + runtimes[a.id.0 as usize], a.id.0));
-        }
-        admitted += cycle.admitted.len();
+        admitted += ends.record(&cycle, now).0;
         now += 60;
         assert!(now < 100 * 86_400, "every gang fits the cluster, so all of them run");
     }
