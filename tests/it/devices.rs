@@ -105,6 +105,11 @@ fn place_prints_every_pods_devices_with_gpu_and_nic_on_one_pcie_root() {
         assert_eq!(roots.len(), 2, "{line}");
         assert_eq!(roots[0], roots[1], "GPU and NIC under one root: {line}");
     }
+    // --explain places the same way, devices included.
+    let explained =
+        trainyard(&[&args[..], &["--claims", "gpu-nic-pair", "--topology", "required:host", "--explain"]].concat());
+    let pods = |out: &str| out.lines().filter(|l| l.starts_with("  pod ")).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(pods(&explained.assert_success().stdout), pods(&run.stdout));
     let run = trainyard(&[&args[..], &["--claims", "gpu-nic-pair+nvme"]].concat());
     assert!(!run.status.success());
     assert!(

@@ -61,7 +61,10 @@ impl Cluster {
     ) -> std::result::Result<Explanation, PlacementFailure> {
         self.scratch.fit(self.topo.domain_count(), self.topo.host_depth());
         let free = self.classes.free(request.hosts, &self.free);
-        placement::explain::explain(&self.topo, free, request, policy, &self.model, &mut self.scratch)
+        let mut explained =
+            placement::explain::explain(&self.topo, free, request, policy, &self.model, &mut self.scratch)?;
+        explained.placement = self.stamp(request.hosts, Ok::<_, PlacementFailure>(explained.placement))?;
+        Ok(explained)
     }
 
     /// Finds where a gang of several pod sets would go now (greedy, then the exact model),
