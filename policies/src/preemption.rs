@@ -130,11 +130,37 @@ impl Engine {
         let Some(set) = chosen else {
             return Ok(None);
         };
+        if set.placement.device_fit.is_some() && !self.devices_follow(&set.victims, &set.placement)? {
+            return Ok(None);
+        }
         for &victim in &set.victims {
             let (ran_s, lost_s) = self.preempt(victim, id, now)?;
             cycle.preempted.push(Preemption { victim, by: id, ran_s, lost_s });
         }
         Ok(Some(set.placement))
+    }
+
+    /// Whether the preemptor's pods get their devices once the victims are gone. The count of
+    /// pods per host is exact for a pod's own host, not across hosts that share a pool
+    /// (`allNodes`): the devices are tried before any victim is stopped for nothing.
+    fn devices_follow(&mut self, victims: &[GangId], placement: &Placement) -> Result<bool> {
+        let released: Vec<Placement> = victims
+            .iter()
+            .filter_map(|v| match &self.gangs[v].state {
+                GangState::Running { placement, .. } => Some(placement.clone()),
+                GangState::Pending { .. } => None,
+            })
+            .collect();
+        let txn = self.cluster.begin();
+        for p in &released {
+            if let Err(e) = self.cluster.release_placement(p) {
+                self.cluster.rollback(txn);
+                return Err(e.into());
+            }
+        }
+        let fits = self.cluster.allocate_placement(&mut placement.clone()).is_ok();
+        self.cluster.rollback(txn);
+        Ok(fits)
     }
 
     /// Whether `total` more keeps `queue` within its own subtree quota (no borrowing).

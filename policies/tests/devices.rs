@@ -20,6 +20,38 @@ fn objects() -> DraObjects {
     all
 }
 
+/// One licence seat every node reaches (an `allNodes` pool), its class and a claim of it.
+const SITE_LICENCE: &str = "
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: site-licences}
+spec:
+  driver: licence.example.com
+  allNodes: true
+  pool: {name: site, generation: 1, resourceSliceCount: 1}
+  devices:
+  - name: seat-0
+    attributes:
+      product: {string: solver}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: licence.example.com}
+spec:
+  selectors:
+  - cel: {expression: \"device.driver == 'licence.example.com'\"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: licence, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: seat
+        exactly: {deviceClassName: licence.example.com}
+";
+
 /// node-a, node-b (one GPU tainted), node-c, node-d (partitionable GPUs, no NICs).
 fn cluster() -> Cluster {
     let yaml = "name: dra\nlevels: [rack, host]\nnodes:\n\
@@ -28,7 +60,9 @@ fn cluster() -> Cluster {
         - {name: node-c, at: {rack: r2}, gpus: 8, cpus: 64, memory_gib: 512}\n\
         - {name: node-d, at: {rack: r2}, gpus: 8, cpus: 64, memory_gib: 512}\n";
     let mut cluster = Cluster::from_yaml(yaml, "dra.yaml").expect("cluster");
-    cluster.set_devices(objects()).expect("devices");
+    let mut objects = objects();
+    objects.extend(parse_objects(SITE_LICENCE, "licence.yaml").expect("licence"));
+    cluster.set_devices(objects).expect("devices");
     cluster
 }
 
@@ -161,6 +195,26 @@ fn a_gang_moved_off_a_lost_node_takes_devices_on_the_new_one_and_gives_back_the_
     let pod = placement.devices[0].as_ref().expect("the moved pod has devices");
     assert_eq!(pod.node, after);
     assert!(pod.claims[0].results.iter().all(|r| r.device.pool == after), "{pod:?}");
+    check_devices(&e).unwrap();
+}
+
+/// Every node counts the one seat as its own, so two pods on two nodes look as if they fit.
+#[test]
+fn no_gang_is_preempted_for_a_preemptor_whose_devices_would_not_follow() {
+    let mut e = Engine::new(cluster(), policy(true));
+    e.submit(request(1, 0, 1, 1, &["licence"])).unwrap();
+    assert_eq!(e.schedule(0).unwrap().admitted.len(), 1);
+    e.submit(request(2, 10, 2, 1, &["licence"])).unwrap();
+    let cycle = e.schedule(1).unwrap();
+    assert!(cycle.preempted.is_empty() && cycle.admitted.is_empty(), "{cycle:?}");
+    assert!(e.running_placement(GangId(1)).is_some(), "the holder of the seat keeps running");
+    check_devices(&e).unwrap();
+    // A preemptor of one pod does get the seat its victim gives back.
+    e.cancel_pending(GangId(2)).unwrap();
+    e.submit(request(3, 10, 1, 1, &["licence"])).unwrap();
+    let cycle = e.schedule(2).unwrap();
+    assert_eq!(cycle.admitted.iter().map(|a| a.id).collect::<Vec<_>>(), [GangId(3)]);
+    assert!(cycle.preempted.iter().any(|p| p.victim == GangId(1)), "{cycle:?}");
     check_devices(&e).unwrap();
 }
 
