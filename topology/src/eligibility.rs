@@ -145,6 +145,13 @@ pub struct SelectorTerm {
     pub requirements: Vec<Requirement>,
 }
 
+impl SelectorTerm {
+    /// Whether every requirement holds on `host` (an empty term matches no node).
+    pub fn matches(&self, host: &HostAttrs) -> bool {
+        !self.requirements.is_empty() && self.requirements.iter().all(|r| r.matches(host))
+    }
+}
+
 /// What kube-scheduler looks at on a node to decide whether a pod may go there.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HostAttrs {
@@ -213,12 +220,7 @@ impl HostFilter {
         if let Some((k, v)) = self.node_selector.iter().find(|(k, v)| host.labels.get(*k) != Some(v)) {
             return Some(Refusal::NodeSelector(k.clone(), v.clone()));
         }
-        if !self.affinity.is_empty()
-            && !self
-                .affinity
-                .iter()
-                .any(|t| !t.requirements.is_empty() && t.requirements.iter().all(|r| r.matches(host)))
-        {
+        if !self.affinity.is_empty() && !self.affinity.iter().any(|t| t.matches(host)) {
             return Some(Refusal::Affinity);
         }
         None

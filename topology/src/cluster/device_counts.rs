@@ -31,16 +31,18 @@ pub(crate) struct DeviceCounts {
 }
 
 impl DeviceCounts {
-    /// Remembers nothing when some pool serves every node: a device taken there changes what
-    /// every host holds, which a host's own state does not show.
+    /// Remembers nothing when some pool serves every node, nor for nodes a `nodeSelector` pool
+    /// (`selected`) serves: a device taken there changes what other hosts hold, which a host's
+    /// own state does not show.
     pub(crate) fn new(
         view: &PoolView,
         by_node: &std::collections::BTreeMap<String, Vec<PoolKey>>,
         shared: bool,
+        selected: &[PoolKey],
     ) -> DeviceCounts {
         let mut hosts = HashMap::new();
         if !shared {
-            for (node, keys) in by_node {
+            for (node, keys) in by_node.iter().filter(|(_, keys)| !keys.iter().any(|k| selected.contains(k))) {
                 let ids: Vec<DeviceId> = view.host_in(node, keys).devices.iter().map(|d| d.id.clone()).collect();
                 if ids.len() <= MAX_DEVICES {
                     hosts.insert(node.clone(), HostCounts { ids, taken: 0, counted: HashMap::new() });

@@ -10,7 +10,7 @@ use super::Cluster;
 use super::device_counts::DeviceCounts;
 use crate::devices::objects::{ClaimTemplate, DeviceClass};
 use crate::devices::{
-    self, Claim, DeviceId, DraObjects, InUse, PodAllocation, PoolKey, PoolReport, PoolView, Selectors,
+    self, Claim, DeviceId, DraObjects, InUse, PodAllocation, PoolKey, PoolReport, PoolView, Reach, Selectors,
 };
 use crate::{Error, GangShape, HostClass, HostId, Placement, Resources, Result};
 
@@ -85,8 +85,8 @@ impl std::fmt::Debug for DeviceStore {
 
 impl DeviceStore {
     fn new(view: PoolView, classes: Vec<DeviceClass>, templates: Vec<ClaimTemplate>) -> DeviceStore {
-        let (by_node, shared) = view.reach();
-        let counts = DeviceCounts::new(&view, &by_node, !shared.is_empty());
+        let Reach { by_node, shared, selected } = view.reach();
+        let counts = DeviceCounts::new(&view, &by_node, !shared.is_empty(), &selected);
         DeviceStore {
             view,
             classes,
@@ -292,8 +292,18 @@ impl Cluster {
             let message = "devices are set once, before any gang carries claims";
             return Err(crate::InputError::invalid(self.topo.name(), None, "devices", message).into());
         }
-        let view = PoolView::build(&objects.slices);
+        let mut view = PoolView::build(&objects.slices);
+        let nodes: Vec<crate::eligibility::HostAttrs> = self
+            .topo
+            .hosts()
+            .map(|h| crate::eligibility::HostAttrs {
+                node_name: self.topo.host_name(h).to_string(),
+                labels: self.hosts[h.0 as usize].attrs.labels.clone(),
+                taints: Vec::new(),
+            })
+            .collect();
         let mut reports = view.reports.clone();
+        reports.extend(view.select_nodes(&nodes));
         let store = DeviceStore::new(view, objects.classes, objects.claims);
         let hosts: std::collections::BTreeSet<&str> = self.topo.hosts().map(|h| self.topo.host_name(h)).collect();
         for node in store.by_node.keys().filter(|n| !hosts.contains(n.as_str())) {

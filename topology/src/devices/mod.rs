@@ -14,6 +14,7 @@ pub mod allocate;
 pub mod cel;
 mod cel_library;
 pub mod claims;
+mod node_selector;
 pub mod objects;
 pub mod pools;
 pub mod read;
@@ -28,5 +29,5 @@ pub use cel::{CelError, ExprId, MAX_COST, MAX_EXPRESSION_BYTES, SelectorOwner, S
 pub use claims::{
     Alternative, Claim, ClaimError, Constraint, ConstraintKind, MAX_DEVICES_PER_CLAIM, Request, resolve_claim,
 };
-pub use pools::{Device, DeviceId, HostDevices, Pool, PoolKey, PoolReport, PoolView};
+pub use pools::{Device, DeviceId, HostDevices, Pool, PoolKey, PoolReport, PoolView, Reach};
 pub use read::{DraObjects, parse_objects};

@@ -183,8 +183,8 @@ pub struct ResourceSlice {
     pub node_name: Option<String>,
     /// `spec.allNodes`.
     pub all_nodes: bool,
-    /// `spec.nodeSelector` is set (not evaluated yet).
-    pub node_selector: bool,
+    /// `spec.nodeSelector`, evaluated against the cluster's nodes ([`super::PoolView::select_nodes`]).
+    pub node_selector: Option<serde_json::Value>,
     /// `spec.perDeviceNodeSelection`.
     pub per_device_node_selection: bool,
     /// `spec.devices`.

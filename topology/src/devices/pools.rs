@@ -10,7 +10,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use super::node_selector::node_selector_terms;
 use super::objects::{AttributeValue, DeviceTaint, ResourceSlice, ValueOf};
+use crate::eligibility::{HostAttrs, SelectorTerm};
 use crate::sources::k8s_nodes::quantity::{Quantity, parse_quantity};
 
 /// The standard attribute naming a device's PCIe root complex.
@@ -177,8 +179,13 @@ pub struct Pool {
     /// Why the pool cannot be used although complete (a device name listed twice), as upstream
     /// skips invalid pools.
     pub invalid: Option<String>,
-    /// Node-local pools: the node; `None` for `allNodes`.
+    /// Node-local pools: the node; `None` for `allNodes` and `nodeSelector` pools.
     pub node: Option<String>,
+    /// `nodeSelector` pools: the terms, any of which a node must match.
+    pub selector: Option<Vec<SelectorTerm>>,
+    /// `nodeSelector` pools: the nodes that match, in name order ([`PoolView::select_nodes`];
+    /// none until then).
+    pub selected: Vec<String>,
     /// Shared counters available: (set, counter) -> amount in thousandths.
     pub counters: BTreeMap<CounterKey, u64>,
     /// Devices, in id order (empty for an incomplete pool).
@@ -195,6 +202,26 @@ impl Pool {
     pub fn usable(&self) -> bool {
         self.complete() && self.invalid.is_none()
     }
+
+    /// Whether `node` reaches the pool at all.
+    pub fn reaches(&self, node: &str) -> bool {
+        match (&self.node, &self.selector) {
+            (Some(own), _) => own == node,
+            (None, Some(_)) => self.selected.binary_search_by(|n| n.as_str().cmp(node)).is_ok(),
+            (None, None) => true,
+        }
+    }
+}
+
+/// Which pools each node reaches ([`PoolView::reach`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Per node, its own pools and the `nodeSelector` pools it matches.
+    pub by_node: BTreeMap<String, Vec<PoolKey>>,
+    /// `allNodes` pools.
+    pub shared: Vec<PoolKey>,
+    /// `nodeSelector` pools: reached by the nodes they select.
+    pub selected: Vec<PoolKey>,
 }
 
 /// Something the view left out, and why.
@@ -243,10 +270,17 @@ impl PoolView {
                 continue;
             }
             let subject = format!("{}/{}", slice.driver, slice.pool.name);
-            let reach = if slice.node_selector {
-                Err("nodeSelector slices are not supported yet (they need Node labels)")
+            let mut selector = None;
+            let reach = if let Some(raw) = &slice.node_selector {
+                match node_selector_terms(raw) {
+                    Ok(terms) => {
+                        selector = Some(terms);
+                        Ok(None)
+                    }
+                    Err(e) => Err(format!("nodeSelector: {e}")),
+                }
             } else if slice.per_device_node_selection {
-                Err("perDeviceNodeSelection slices are not supported yet")
+                Err("perDeviceNodeSelection slices are not supported yet".to_string())
             } else if let Some(node) = &slice.node_name {
                 Ok(Some(node.clone()))
             } else if slice.all_nodes {
@@ -255,7 +289,7 @@ impl PoolView {
                 // A slice of shared counters only: reach comes from the device slices.
                 Ok(None)
             } else {
-                Err("the slice names no node (nodeName, allNodes, nodeSelector or perDeviceNodeSelection)")
+                Err("the slice names no node (nodeName, allNodes, nodeSelector or perDeviceNodeSelection)".to_string())
             };
             let pool = view.pools.entry(key).or_insert_with(|| Pool {
                 driver: slice.driver.clone(),
@@ -265,6 +299,8 @@ impl PoolView {
                 slices_seen: 0,
                 invalid: None,
                 node: None,
+                selector: None,
+                selected: Vec::new(),
                 counters: BTreeMap::new(),
                 devices: Vec::new(),
             });
@@ -279,6 +315,9 @@ impl PoolView {
             };
             if reach.is_some() {
                 pool.node = reach.clone();
+            }
+            if selector.is_some() {
+                pool.selector = selector;
             }
             for set in &slice.shared_counters {
                 for (counter, amount) in &set.counters {
@@ -343,19 +382,41 @@ impl PoolView {
         self.host_in(node, self.pools.keys())
     }
 
-    /// The pools each node reaches (its own and every `allNodes` pool), for [`PoolView::host_in`]:
-    /// `host()` scans every pool, which a cluster of a thousand node-local pools cannot afford per
-    /// host. The second list is the `allNodes` pools alone.
-    pub fn reach(&self) -> (BTreeMap<String, Vec<PoolKey>>, Vec<PoolKey>) {
-        let mut by_node: BTreeMap<String, Vec<PoolKey>> = BTreeMap::new();
-        let mut shared = Vec::new();
+    /// The pools each node reaches, for [`PoolView::host_in`]: `host()` scans every pool, which
+    /// a cluster of a thousand node-local pools cannot afford per host.
+    pub fn reach(&self) -> Reach {
+        let mut reach = Reach::default();
         for (key, pool) in &self.pools {
-            match &pool.node {
-                Some(node) => by_node.entry(node.clone()).or_default().push(key.clone()),
-                None => shared.push(key.clone()),
+            match (&pool.node, &pool.selector) {
+                (Some(node), _) => reach.by_node.entry(node.clone()).or_default().push(key.clone()),
+                (None, Some(_)) => {
+                    for node in &pool.selected {
+                        reach.by_node.entry(node.clone()).or_default().push(key.clone());
+                    }
+                    reach.selected.push(key.clone());
+                }
+                (None, None) => reach.shared.push(key.clone()),
             }
         }
-        (by_node, shared)
+        reach
+    }
+
+    /// Decides which of `nodes` each `nodeSelector` pool reaches (by labels and name); returns
+    /// the pools that reach none of them.
+    pub fn select_nodes(&mut self, nodes: &[HostAttrs]) -> Vec<PoolReport> {
+        let mut reports = Vec::new();
+        for pool in self.pools.values_mut() {
+            let Some(terms) = &pool.selector else { continue };
+            let mut selected: Vec<String> =
+                nodes.iter().filter(|n| terms.iter().any(|t| t.matches(n))).map(|n| n.node_name.clone()).collect();
+            selected.sort();
+            if selected.is_empty() {
+                let subject = format!("{}/{}", pool.driver, pool.name);
+                reports.push(PoolReport { subject, reason: "its nodeSelector matches no node of the cluster".into() });
+            }
+            pool.selected = selected;
+        }
+        reports
     }
 
     /// [`PoolView::host`] over the pools `keys` only (as [`PoolView::reach`] lists them).
@@ -366,6 +427,9 @@ impl PoolView {
         pools.sort_by(|a, b| natural(&a.driver, &b.driver).then_with(|| natural(&a.name, &b.name)));
         for pool in pools {
             let reaches = |n: &Option<String>| n.as_deref().is_none_or(|n| n == node);
+            if !pool.reaches(node) {
+                continue;
+            }
             if !pool.usable() {
                 if reaches(&pool.node) {
                     host.incomplete.push(format!("{}/{}", pool.driver, pool.name));

@@ -166,7 +166,7 @@ fn read_value(
                 pool: spec.pool,
                 node_name: spec.node_name,
                 all_nodes: spec.all_nodes.unwrap_or(false),
-                node_selector: spec.node_selector.is_some(),
+                node_selector: spec.node_selector,
                 per_device_node_selection: spec.per_device_node_selection.unwrap_or(false),
                 devices,
                 shared_counters,

@@ -197,3 +197,70 @@ fn gangs_whose_sets_mix_claims_on_one_pod_shape_are_refused() {
     assert_eq!(err.set.as_deref(), Some("workers"));
     assert!(err.message.contains("launcher"), "{err}");
 }
+
+/// Two NVMe devices of a rack-level pool (`nodeSelector` on the rack label) that both nodes of
+/// rack r1 reach.
+const RACK_NVME: &str = "
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: r1-nvme}
+spec:
+  driver: nvme.example.com
+  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: In, values: [r1]}]}]}
+  pool: {name: r1, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: nvme-0}
+  - {name: nvme-1}
+---
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: nvme.example.com}
+spec:
+  selectors:
+  - cel: {expression: \"device.driver == 'nvme.example.com'\"}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: scratch, namespace: ml}
+spec:
+  spec:
+    devices:
+      requests:
+      - {name: disk, exactly: {deviceClassName: nvme.example.com}}
+";
+
+#[test]
+fn a_rack_level_pool_serves_the_nodes_its_selector_matches_and_is_shared_among_them() {
+    let yaml = "name: dra\nlevels: [rack, host]\nnodes:\n\
+        - {name: node-a, at: {rack: r1}, gpus: 8, cpus: 64, memory_gib: 512, labels: {rack: r1}}\n\
+        - {name: node-b, at: {rack: r1}, gpus: 8, cpus: 64, memory_gib: 512, labels: {rack: r1}}\n\
+        - {name: node-c, at: {rack: r2}, gpus: 8, cpus: 64, memory_gib: 512, labels: {rack: r2}}\n";
+    let mut cluster = Cluster::from_yaml(yaml, "dra.yaml").expect("cluster");
+    let objects = trainyard_topology::devices::parse_objects(RACK_NVME, "nvme.yaml").expect("objects");
+    assert!(cluster.set_devices(objects).expect("devices").is_empty());
+    let scratch = shape(2, 0, &["scratch"]);
+    let c = class(&mut cluster, &scratch);
+    let cpus = |cluster: &Cluster| -> BTreeMap<String, u64> {
+        let topo = cluster.topology();
+        topo.hosts()
+            .map(|h| (topo.host_name(h).to_string(), cluster.free_for(c, topo.host_domain(h)).cpu_milli))
+            .collect()
+    };
+    // Pods that ask no GPUs are offered by their whole shape: two per r1 node, none on r2.
+    let want: BTreeMap<String, u64> =
+        [("node-a", 2000), ("node-b", 2000), ("node-c", 0)].map(|(n, m)| (n.to_string(), m)).into();
+    assert_eq!(cpus(&cluster), want);
+    let demand = cluster.topology().demand(&scratch, None, c).expect("demand");
+    let mut placement = cluster.place_demand(&demand).expect("room in r1");
+    cluster.allocate_placement(&mut placement).expect("both disks");
+    assert_eq!(cluster.devices_in_use().unwrap().devices.len(), 2);
+    // The disks are gone for every node that shares the pool, not only the one that took them.
+    let none: BTreeMap<String, u64> =
+        [("node-a", 0), ("node-b", 0), ("node-c", 0)].map(|(n, m)| (n.to_string(), m)).into();
+    assert_eq!(cpus(&cluster), none);
+    cluster.audit().unwrap();
+    cluster.audit_devices().unwrap();
+    cluster.release_placement(&placement).unwrap();
+    assert_eq!(cpus(&cluster), want);
+    cluster.audit_devices().unwrap();
+}

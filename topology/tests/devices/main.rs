@@ -8,6 +8,7 @@ use trainyard_topology::devices::{
     AllocationError, Claim, ClaimError, DeviceId, DeviceResult, DraObjects, InUse, PodAllocation, PodClaims, PoolView,
     SelectorOwner, Selectors, allocate_gang, allocate_pod, parse_objects, resolve_claim,
 };
+use trainyard_topology::eligibility::HostAttrs;
 
 mod cluster;
 mod prop;
@@ -430,18 +431,53 @@ spec:
   pool: {name: rack-3, generation: 1, resourceSliceCount: 1}
   devices:
   - {name: switch-0}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: rack-9}
+spec:
+  driver: fabric.example.com
+  nodeSelector: {nodeSelectorTerms: [{matchExpressions: [{key: rack, operator: Near, values: ["9"]}]}]}
+  pool: {name: rack-9, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: switch-0}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSlice
+metadata: {name: rack-7}
+spec:
+  driver: fabric.example.com
+  nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, operator: In, values: [node-q]}]}]}
+  pool: {name: rack-7, generation: 1, resourceSliceCount: 1}
+  devices:
+  - {name: switch-0}
 "#;
     let objects = parse_objects(text, "fabric.yaml").expect("parses");
-    let view = PoolView::build(&objects.slices);
+    let mut view = PoolView::build(&objects.slices);
+    let node = |name: &str, rack: &str| HostAttrs {
+        node_name: name.into(),
+        labels: [("rack".to_string(), rack.to_string())].into(),
+        taints: Vec::new(),
+    };
+    let unreached = view.select_nodes(&[node("node-a", "3"), node("node-b", "3"), node("node-z", "1")]);
     let ids = |node: &str| -> Vec<String> { view.host(node).devices.iter().map(|d| d.id.to_string()).collect() };
-    assert_eq!(ids("node-a"), ["fabric.example.com/fabric/link-0"]);
+    // allNodes reaches every node; the rack-3 pool the nodes its selector matches, by labels.
+    assert_eq!(ids("node-a"), ["fabric.example.com/fabric/link-0", "fabric.example.com/rack-3/switch-0"]);
+    assert_eq!(ids("node-b"), ids("node-a"));
     assert_eq!(ids("node-z"), ["fabric.example.com/fabric/link-0"]);
+    let reach = view.reach();
+    assert_eq!(reach.selected.len(), 2);
+    assert_eq!(reach.by_node.keys().collect::<Vec<_>>(), ["node-a", "node-b"]);
+    // A selector that does not read is reported with its slice; one that matches no node too.
     assert_eq!(view.reports.len(), 1);
-    assert_eq!(view.reports[0].subject, "fabric.example.com/rack-3");
+    assert_eq!(view.reports[0].subject, "fabric.example.com/rack-9");
     assert_eq!(
         view.reports[0].reason,
-        "slice rack-3: nodeSelector slices are not supported yet (they need Node labels); its devices are left out"
+        "slice rack-9: nodeSelector: nodeSelectorTerms[0].matchExpressions[0]: unknown operator \"Near\"; its devices are left out"
     );
+    assert_eq!(unreached.len(), 1);
+    assert_eq!(unreached[0].subject, "fabric.example.com/rack-7");
+    assert_eq!(unreached[0].reason, "its nodeSelector matches no node of the cluster");
 }
 
 /// 60 devices with 19 values of one attribute, 20 of them asked with distinct values: no
