@@ -162,7 +162,7 @@ impl DeviceStore {
     fn count(&mut self, node: &str, need: DeviceNeed, cap: u32, empty: bool) -> u32 {
         let mut scratch = InUse::default();
         let DeviceStore { view, selectors, in_use, needs, by_node, shared, .. } = self;
-        let host = view.host_in(node, by_node.get(node).into_iter().flatten().chain(shared.iter()));
+        let host = host_of(view, by_node, shared, node);
         let in_use = if empty { &mut scratch } else { in_use };
         let claims = &needs[usize::from(need.0)].claims;
         let mut taken: Vec<&devices::Device> = Vec::new();
@@ -187,7 +187,7 @@ impl DeviceStore {
         let empty = InUse::default();
         let DeviceStore { view, selectors, needs, by_node, shared, .. } = self;
         let claims = &needs[usize::from(need.0)].claims;
-        let host = view.host_in(node, by_node.get(node).into_iter().flatten().chain(shared.iter()));
+        let host = host_of(view, by_node, shared, node);
         if host.devices.is_empty() && host.incomplete.is_empty() {
             return Some("it publishes no devices".into());
         }
@@ -230,7 +230,7 @@ impl DeviceStore {
         let mut out = Vec::with_capacity(pods.len());
         let mut failure = None;
         for (pod, node) in pods {
-            let host = view.host_in(node, by_node.get(node).into_iter().flatten().chain(shared.iter()));
+            let host = host_of(view, by_node, shared, node);
             match devices::allocate_on(&host, view, claims, in_use, selectors) {
                 Ok(allocation) => {
                     for result in allocation.claims.iter().flat_map(|c| &c.results) {
@@ -263,6 +263,17 @@ impl DeviceStore {
     pub(crate) fn selector_counts(&self) -> (u64, u64) {
         (self.selectors.lookups(), self.selectors.evaluations())
     }
+}
+
+/// The devices `node` reaches: its own pools, the `nodeSelector` pools it matches, and every
+/// `allNodes` pool.
+fn host_of<'v>(
+    view: &'v PoolView,
+    by_node: &BTreeMap<String, Vec<PoolKey>>,
+    shared: &[PoolKey],
+    node: &str,
+) -> devices::HostDevices<'v> {
+    view.host_in(node, by_node.get(node).into_iter().flatten().chain(shared))
 }
 
 fn find_device<'v>(view: &'v PoolView, id: &DeviceId) -> Option<&'v devices::Device> {
