@@ -1,5 +1,6 @@
 //! Taking back running gangs: a restarted scheduler rebuilds its engine from what it admitted before.
 
+use trainyard_topology::devices::PodAllocation;
 use trainyard_topology::{HostId, PlacedSet};
 
 use crate::engine::Engine;
@@ -20,7 +21,26 @@ impl Engine {
     /// [`Engine::adopt`] at `now`: a host it holds that is lost now counts as lost from `now`
     /// (not from when the gang started).
     pub fn adopt_at(&mut self, request: GangRequest, hosts: Vec<HostId>, start: u64, now: u64) -> Result<Submitted> {
+        self.adopt_with_devices(request, hosts, Vec::new(), start, now)
+    }
+
+    /// [`Engine::adopt_at`] for a gang whose pods hold recorded DRA devices (`devices`: one
+    /// entry per pod in the order of `hosts`, or none): the gang holds those devices again, so
+    /// that no other gang is given them. A device another holder has too stays held until both
+    /// let go.
+    pub fn adopt_with_devices(
+        &mut self,
+        request: GangRequest,
+        hosts: Vec<HostId>,
+        devices: Vec<Option<PodAllocation>>,
+        start: u64,
+        now: u64,
+    ) -> Result<Submitted> {
         let id = request.id;
+        if !devices.is_empty() && devices.len() != hosts.len() {
+            let message = format!("devices recorded for {} pods of {}", devices.len(), hosts.len());
+            return Err(Error::BadRecord { id, message });
+        }
         if hosts.len() != request.shape.pods() as usize {
             let message = format!("{} recorded hosts for {} pods", hosts.len(), request.shape.pods());
             return Err(Error::BadRecord { id, message });
@@ -33,9 +53,10 @@ impl Engine {
         if submitted != Submitted::Queued {
             return Ok(submitted);
         }
-        let Some(placement) = self.cluster.recorded_placement(&sets, hosts) else {
+        let Some(mut placement) = self.cluster.recorded_placement(&sets, hosts) else {
             return Err(Error::BadRecord { id, message: "no hosts recorded".to_string() });
         };
+        placement.devices = devices;
         self.cluster.charge_placement(&placement);
         self.run(id, &placement, start);
         self.refresh_lost(id, now.max(start));

@@ -212,6 +212,14 @@ impl Classes {
         }
     }
 
+    /// The devices were replaced: every count on no devices in use is stale (counts with the
+    /// devices in use now are made again as each host's devices version moves).
+    pub(crate) fn forget_empty_device_counts(&mut self) {
+        for class in self.slots.iter_mut().flatten() {
+            class.fits.iter_mut().for_each(|f| f.empty = None);
+        }
+    }
+
     /// The cached capacities are stale.
     pub(crate) fn structure_changed(&mut self) {
         for class in self.slots.iter_mut().flatten() {

@@ -22,6 +22,13 @@ pub const MAX_DEVICE_PODS_PER_HOST: u32 = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct DeviceNeed(u16);
 
+impl DeviceNeed {
+    /// Its index among the cluster's needs.
+    pub(super) fn index(self) -> u16 {
+        self.0
+    }
+}
+
 /// What an eligibility class asks of each host's devices: room for pods of `pod` with the claims
 /// of `need`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -33,23 +40,31 @@ pub struct DeviceFit {
 }
 
 #[derive(Clone, Debug)]
-struct Need {
-    claims: Vec<Claim>,
+pub(super) struct Need {
+    pub(super) claims: Vec<Claim>,
+    /// Set when the need's templates stopped resolving after the devices were replaced (a
+    /// template or class deleted): no host holds such pods until they resolve again.
+    pub(super) broken: Option<String>,
 }
 
 /// Devices of a cluster and what gangs hold of them.
 pub(crate) struct DeviceStore {
-    view: PoolView,
-    classes: Vec<DeviceClass>,
+    pub(super) view: PoolView,
+    pub(super) classes: Vec<DeviceClass>,
     templates: BTreeMap<String, ClaimTemplate>,
-    selectors: Selectors,
+    pub(super) selectors: Selectors,
     in_use: InUse,
+    /// Holders of each device in use: gangs' pods, and the cluster's own claims
+    /// ([`DeviceStore::observed`]); a device is free again when its last holder lets go.
+    pub(super) holders: HashMap<DeviceId, u32>,
+    /// Devices the cluster shows allocated to claims the engine does not place.
+    pub(super) observed: std::collections::HashSet<DeviceId>,
     /// Node-local pools per node.
-    by_node: BTreeMap<String, Vec<PoolKey>>,
+    pub(super) by_node: BTreeMap<String, Vec<PoolKey>>,
     /// `allNodes` pools: a device taken there changes what every host offers.
     shared: Vec<PoolKey>,
-    needs: Vec<Need>,
-    by_templates: HashMap<Vec<String>, DeviceNeed>,
+    pub(super) needs: Vec<Need>,
+    pub(super) by_templates: HashMap<Vec<String>, DeviceNeed>,
     /// Counts made, per host and state of its devices.
     counts: DeviceCounts,
 }
@@ -63,6 +78,8 @@ impl Clone for DeviceStore {
             self.templates.values().cloned().collect::<Vec<_>>(),
         );
         copy.in_use = self.in_use.clone();
+        copy.holders = self.holders.clone();
+        copy.observed = self.observed.clone();
         copy.counts = self.counts.clone();
         let mut lists: Vec<(&Vec<String>, DeviceNeed)> = self.by_templates.iter().map(|(k, v)| (k, *v)).collect();
         lists.sort_by_key(|(_, n)| *n);
@@ -84,7 +101,7 @@ impl std::fmt::Debug for DeviceStore {
 }
 
 impl DeviceStore {
-    fn new(view: PoolView, classes: Vec<DeviceClass>, templates: Vec<ClaimTemplate>) -> DeviceStore {
+    pub(super) fn new(view: PoolView, classes: Vec<DeviceClass>, templates: Vec<ClaimTemplate>) -> DeviceStore {
         let Reach { by_node, shared, selected } = view.reach();
         let counts = DeviceCounts::new(&view, &by_node, !shared.is_empty(), &selected);
         DeviceStore {
@@ -93,6 +110,8 @@ impl DeviceStore {
             templates: templates.into_iter().map(|t| (t.name.clone(), t)).collect(),
             selectors: Selectors::new(),
             in_use: InUse::default(),
+            holders: HashMap::new(),
+            observed: std::collections::HashSet::new(),
             by_node,
             shared,
             needs: Vec::new(),
@@ -102,10 +121,27 @@ impl DeviceStore {
     }
 
     /// The need of pods carrying one claim of each template, resolved the first time it is seen.
-    fn need(&mut self, templates: &[String]) -> Result<DeviceNeed> {
+    pub(super) fn need(&mut self, templates: &[String]) -> Result<DeviceNeed> {
         if let Some(&need) = self.by_templates.get(templates) {
+            if self.needs[usize::from(need.0)].broken.is_some() {
+                // Resolved again in place: gangs hold the need by index.
+                let claims = self.resolve(templates)?;
+                self.needs[usize::from(need.0)] = Need { claims, broken: None };
+            }
             return Ok(need);
         }
+        let claims = self.resolve(templates)?;
+        let index = u16::try_from(self.needs.len()).map_err(|_| Error::DeviceClaim {
+            template: templates.join("+"),
+            message: "more than 65,535 distinct lists of claim templates".into(),
+        })?;
+        self.needs.push(Need { claims, broken: None });
+        self.by_templates.insert(templates.to_vec(), DeviceNeed(index));
+        Ok(DeviceNeed(index))
+    }
+
+    /// One claim per template, resolved against the classes.
+    pub(super) fn resolve(&mut self, templates: &[String]) -> Result<Vec<Claim>> {
         let mut claims = Vec::with_capacity(templates.len());
         for name in templates {
             let template = self.templates.get(name).ok_or_else(|| Error::DeviceClaim {
@@ -116,13 +152,7 @@ impl DeviceStore {
                 .map_err(|e| Error::DeviceClaim { template: name.clone(), message: e.to_string() })?;
             claims.push(claim);
         }
-        let index = u16::try_from(self.needs.len()).map_err(|_| Error::DeviceClaim {
-            template: templates.join("+"),
-            message: "more than 65,535 distinct lists of claim templates".into(),
-        })?;
-        self.needs.push(Need { claims });
-        self.by_templates.insert(templates.to_vec(), DeviceNeed(index));
-        Ok(DeviceNeed(index))
+        Ok(claims)
     }
 
     /// Whole GPUs one pod's claims get: the devices of the preferred alternative of every
@@ -148,7 +178,7 @@ impl DeviceStore {
     /// How many pods of `need` the devices of `node` hold, one after another as allocation would
     /// give them, up to `cap`; on no devices in use when `empty`.
     pub(crate) fn fits(&mut self, node: &str, need: DeviceNeed, cap: u32, empty: bool) -> u32 {
-        if !self.reaches(node) || cap == 0 {
+        if !self.reaches(node) || cap == 0 || self.needs[usize::from(need.0)].broken.is_some() {
             return 0;
         }
         if let Some(pods) = self.counts.get(node, need, cap, empty) {
@@ -184,6 +214,9 @@ impl DeviceStore {
     /// Why one pod of `need` finds no devices on the empty host `node`, naming claim and request;
     /// `None` when it finds them.
     fn refusal(&mut self, need: DeviceNeed, node: &str) -> Option<String> {
+        if let Some(why) = &self.needs[usize::from(need.0)].broken {
+            return Some(why.clone());
+        }
         let empty = InUse::default();
         let DeviceStore { view, selectors, needs, by_node, shared, .. } = self;
         let claims = &needs[usize::from(need.0)].claims;
@@ -200,11 +233,27 @@ impl DeviceStore {
 
     /// Takes (or gives back) devices by id; whether one of them is in an `allNodes` pool.
     pub(crate) fn shift(&mut self, ids: &[DeviceId], take: bool) -> bool {
-        let DeviceStore { view, in_use, counts, .. } = self;
+        let DeviceStore { view, in_use, counts, holders, .. } = self;
         let mut shared = false;
         for id in ids {
             let Some(device) = find_device(view, id) else { continue };
             shared |= device.node.is_none();
+            let count = holders.entry(id.clone()).or_default();
+            let moved = if take {
+                *count += 1;
+                *count == 1
+            } else if *count > 0 {
+                *count -= 1;
+                *count == 0
+            } else {
+                false
+            };
+            if *count == 0 {
+                holders.remove(id);
+            }
+            if !moved {
+                continue;
+            }
             if let Some(node) = &device.node {
                 counts.shift(node, id, take);
             }
@@ -224,6 +273,10 @@ impl DeviceStore {
         need: DeviceNeed,
         pods: &[(usize, String)],
     ) -> std::result::Result<Vec<(usize, PodAllocation)>, Error> {
+        if let Some(why) = &self.needs[usize::from(need.0)].broken {
+            let (pod, node) = pods.first().cloned().unwrap_or_default();
+            return Err(Error::Devices { pod, node, reason: why.clone() });
+        }
         let DeviceStore { view, selectors, in_use, needs, by_node, shared, .. } = self;
         let claims = &needs[usize::from(need.0)].claims;
         let mut taken: Vec<devices::Device> = Vec::new();
@@ -267,7 +320,7 @@ impl DeviceStore {
 
 /// The devices `node` reaches: its own pools, the `nodeSelector` pools it matches, and every
 /// `allNodes` pool.
-fn host_of<'v>(
+pub(super) fn host_of<'v>(
     view: &'v PoolView,
     by_node: &BTreeMap<String, Vec<PoolKey>>,
     shared: &[PoolKey],
@@ -276,7 +329,7 @@ fn host_of<'v>(
     view.host_in(node, by_node.get(node).into_iter().flatten().chain(shared))
 }
 
-fn find_device<'v>(view: &'v PoolView, id: &DeviceId) -> Option<&'v devices::Device> {
+pub(super) fn find_device<'v>(view: &'v PoolView, id: &DeviceId) -> Option<&'v devices::Device> {
     let pool = view.pools.get(&(id.driver.clone(), id.pool.clone()))?;
     pool.devices.binary_search_by(|d| d.id.cmp(id)).ok().map(|i| &pool.devices[i])
 }
@@ -297,36 +350,9 @@ pub(crate) fn ids_of(allocation: &PodAllocation) -> Vec<DeviceId> {
 impl Cluster {
     /// Gives the cluster its DRA devices: ResourceSlices (pools at their newest generation,
     /// incomplete ones left out), DeviceClasses and ResourceClaimTemplates. Returns what was
-    /// left out. Refused once a class of some device need exists or devices are held.
+    /// left out. Devices given before are replaced (see [`Cluster::replace_devices`]).
     pub fn set_devices(&mut self, objects: DraObjects) -> Result<Vec<PoolReport>> {
-        if self.devices.as_ref().is_some_and(|d| !d.needs.is_empty() || !d.in_use.devices.is_empty()) {
-            let message = "devices are set once, before any gang carries claims";
-            return Err(crate::InputError::invalid(self.topo.name(), None, "devices", message).into());
-        }
-        let mut view = PoolView::build(&objects.slices);
-        let nodes: Vec<crate::eligibility::HostAttrs> = self
-            .topo
-            .hosts()
-            .map(|h| crate::eligibility::HostAttrs {
-                node_name: self.topo.host_name(h).to_string(),
-                labels: self.hosts[h.0 as usize].attrs.labels.clone(),
-                taints: Vec::new(),
-            })
-            .collect();
-        let mut reports = view.reports.clone();
-        reports.extend(view.select_nodes(&nodes));
-        let store = DeviceStore::new(view, objects.classes, objects.claims);
-        let hosts: std::collections::BTreeSet<&str> = self.topo.hosts().map(|h| self.topo.host_name(h)).collect();
-        for node in store.by_node.keys().filter(|n| !hosts.contains(n.as_str())) {
-            let pools: Vec<String> = store.by_node[node].iter().map(|(d, p)| format!("{d}/{p}")).collect();
-            reports.push(PoolReport {
-                subject: pools.join(", "),
-                reason: format!("node {node} is not in the cluster; its devices are not used"),
-            });
-        }
-        self.devices = Some(Box::new(store));
-        self.structure_changed();
-        Ok(reports)
+        self.replace_devices(objects)
     }
 
     /// Whether the cluster has DRA devices.

@@ -11,6 +11,7 @@
 
 mod classes;
 mod device_counts;
+mod device_sync;
 mod devices;
 mod gpus;
 mod live;

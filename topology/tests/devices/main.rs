@@ -12,6 +12,7 @@ use trainyard_topology::eligibility::HostAttrs;
 
 mod cluster;
 mod prop;
+mod sync;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/dra");
 
