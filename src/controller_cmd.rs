@@ -23,6 +23,16 @@ pub enum ModeArg {
     Companion,
 }
 
+/// Who allocates the devices of gangs' DRA claims.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DraCommitArg {
+    /// kube-scheduler allocates each claim on the host trainyard picked.
+    Delegate,
+    /// trainyard writes each claim's allocation before ungating its pod; it must then be the
+    /// only allocator of those devices' pools.
+    Allocate,
+}
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -51,6 +61,14 @@ pub struct ControllerArgs {
     /// TrainJob reconciles (admission records, launches) carried out at once.
     #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
+    /// Who allocates the devices of gangs' DRA claims: delegate (kube-scheduler, on the hosts
+    /// trainyard picked) or allocate (trainyard writes the devices it chose).
+    #[arg(long, value_enum, default_value = "delegate")]
+    pub dra_commit: DraCommitArg,
+    /// Seconds an admitted gang may take for every pod to be bound to its node before it is
+    /// stopped and queued again (0: no limit).
+    #[arg(long, default_value_t = 600, value_name = "SECONDS")]
+    pub start_timeout: u64,
     /// Address of the Prometheus endpoint (/metrics).
     #[arg(long, default_value = "0.0.0.0:8080")]
     pub metrics_bind: SocketAddr,
@@ -162,6 +180,11 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
         }),
         identity: args.identity.clone(),
         slurm: None,
+        devices: match args.dra_commit {
+            DraCommitArg::Delegate => trainyard::controller::plan::DeviceCommit::Delegate,
+            DraCommitArg::Allocate => trainyard::controller::plan::DeviceCommit::Allocate,
+        },
+        start_timeout: (args.start_timeout > 0).then_some(args.start_timeout),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

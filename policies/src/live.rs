@@ -64,6 +64,30 @@ impl Engine {
         Ok(removal)
     }
 
+    /// Replaces the cluster's DRA objects while gangs hold devices
+    /// ([`trainyard_topology::Cluster::replace_devices`]); returns what was left out. Gangs the
+    /// old devices refused are looked at again.
+    pub fn replace_devices(
+        &mut self,
+        objects: trainyard_topology::devices::DraObjects,
+    ) -> Result<Vec<trainyard_topology::devices::PoolReport>> {
+        let reports = self.cluster.replace_devices(objects)?;
+        self.dirty = true;
+        Ok(reports)
+    }
+
+    /// Sets the devices the cluster's own claims hold
+    /// ([`trainyard_topology::Cluster::set_observed_devices`]).
+    pub fn set_observed_devices(&mut self, ids: std::collections::HashSet<trainyard_topology::devices::DeviceId>) {
+        self.cluster.set_observed_devices(ids);
+        self.dirty = true;
+    }
+
+    /// Whole GPUs each node's devices give ([`trainyard_topology::Cluster::gpu_devices`]).
+    pub fn gpu_devices(&mut self) -> std::collections::BTreeMap<String, u64> {
+        self.cluster.gpu_devices()
+    }
+
     /// Charges usage of pods trainyard does not place on a host.
     pub fn charge_foreign(&mut self, host: HostId, amount: Resources) -> Result<()> {
         self.cluster.charge_foreign(host, amount)?;

@@ -64,6 +64,12 @@ pub fn api_resource(api_version: &str, kind: &str) -> Option<ApiResource> {
     Some(ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural))
 }
 
+/// ResourceClaims of one namespace.
+fn claims_api(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceClaim");
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk_with_plural(&gvk, "resourceclaims"))
+}
+
 fn apply_params() -> PatchParams {
     PatchParams::apply(FIELD_MANAGER).force()
 }
@@ -172,6 +178,23 @@ impl Actor {
             Action::Apply(object) => self.apply(object).await?,
             Action::Delete(target) => self.delete(target).await?,
             Action::Ungate(u) => self.ungate(&ns, u).await?,
+            Action::AllocateClaim { claim, node, results } => {
+                let api = claims_api(&self.client, &ns);
+                let params = apply_params();
+                // The finalizer first: an allocation must never sit on a claim that can vanish.
+                let meta = super::plan::claim_metadata(&ns, claim, true);
+                ignore_not_found(api.patch(claim, &params, &Patch::Apply(&meta)).await.map(|_| ()))?;
+                let status = super::plan::allocation_status(&ns, claim, node, results);
+                ignore_not_found(api.patch_status(claim, &params, &Patch::Apply(&status)).await.map(|_| ()))?;
+            }
+            Action::ReleaseClaim { claim } => {
+                let api = claims_api(&self.client, &ns);
+                let params = apply_params();
+                let status = super::plan::released_status(&ns, claim);
+                ignore_not_found(api.patch_status(claim, &params, &Patch::Apply(&status)).await.map(|_| ()))?;
+                let meta = super::plan::claim_metadata(&ns, claim, false);
+                ignore_not_found(api.patch(claim, &params, &Patch::Apply(&meta)).await.map(|_| ()))?;
+            }
             Action::Status { conditions, jobs_status } => {
                 let mut status = json!({"conditions": conditions});
                 if let Some(j) = jobs_status {

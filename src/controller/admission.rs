@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 pub const MAX_RECORDED_PODS: u32 = 100_000;
 
 /// Where an admitted gang's pods go.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AdmissionRecord {
     /// Hosts with their pod counts, in the order pods are bound (by replicated job, job and
     /// completion index).
@@ -27,6 +27,25 @@ pub struct AdmissionRecord {
     /// a gang runs follows its record, not its queue of the moment.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub slurm: bool,
+    /// The DRA devices the engine gave the pods that carry claims, by slot. Written to the pods'
+    /// claims before their gates go in allocate mode; in either mode a restarted controller holds
+    /// them again. Left out (kube-scheduler then allocates) when they would make the record
+    /// longer than [`MAX_DEVICE_RECORD_BYTES`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<SlotDevices>,
+}
+
+/// Longest record that carries devices: annotations share 256 KiB per object.
+pub const MAX_DEVICE_RECORD_BYTES: usize = 160 * 1024;
+
+/// The devices of one pod of the gang.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotDevices {
+    /// The pod's ordinal in the gang.
+    pub slot: u32,
+    /// One entry per claim: the template (`namespace/name`) and its results, each
+    /// `[request, driver, pool, device]` as in `status.allocation.devices.results`.
+    pub claims: Vec<(String, Vec<[String; 4]>)>,
 }
 
 impl AdmissionRecord {
@@ -53,6 +72,19 @@ impl AdmissionRecord {
     pub fn pods(&self) -> u32 {
         self.nodes.iter().map(|(_, c)| c).sum()
     }
+
+    /// The devices recorded for the pod of ordinal `slot`.
+    pub fn devices_of(&self, slot: u32) -> Option<&SlotDevices> {
+        self.devices.binary_search_by_key(&slot, |d| d.slot).ok().map(|i| &self.devices[i])
+    }
+
+    /// Drops the devices when the record would grow too long with them.
+    pub fn bounded(mut self) -> AdmissionRecord {
+        if !self.devices.is_empty() && self.encode().len() > MAX_DEVICE_RECORD_BYTES {
+            self.devices.clear();
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -67,6 +99,7 @@ mod tests {
             at: 7,
             cost: 3,
             slurm: false,
+            devices: Vec::new(),
         };
         assert_eq!(AdmissionRecord::decode(&r.encode()), Some(r.clone()));
         assert_eq!(r.slots(), vec!["b", "b", "a"]);

@@ -1,6 +1,7 @@
 //! Watches that feed the scheduling loop: every event of Nodes, Pods (all of them: pods trainyard
-//! does not manage take capacity too), TrainJobs, Queues and Topologies goes into one channel as
-//! it comes, relists included; the runtimes are indexed again whenever one changes.
+//! does not manage take capacity too), TrainJobs, Queues, Topologies and, where served, the DRA
+//! kinds goes into one channel as it comes, relists included; the runtimes are indexed again
+//! whenever one changes.
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, mpsc};
 
-use super::live::Change;
+use super::live::{Change, DraChange};
 use super::snapshot::Runtimes;
 use crate::api::{ClusterTrainingRuntime, Queue, Topology, TrainJob, TrainingRuntime};
 
@@ -25,6 +26,18 @@ pub fn spawn(client: &Client, tx: &mpsc::Sender<Change>) {
     forward(Api::<TrainJob>::all(client.clone()), tx.clone(), |e| Change::Job(Box::new(e)));
     forward(Api::<Queue>::all(client.clone()), tx.clone(), |e| Change::Queue(Box::new(e)));
     forward(Api::<Topology>::all(client.clone()), tx.clone(), |e| Change::Topology(Box::new(e)));
+}
+
+/// Starts the DRA watches (DeviceClasses, ResourceSlices, ResourceClaimTemplates,
+/// ResourceClaims), for servers that serve `resource.k8s.io/v1`.
+pub fn spawn_devices(client: &Client, tx: &mpsc::Sender<Change>) {
+    use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+    forward(Api::<DeviceClass>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Class(e))));
+    forward(Api::<ResourceSlice>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Slice(e))));
+    forward(Api::<ResourceClaimTemplate>::all(client.clone()), tx.clone(), |e| {
+        Change::Dra(Box::new(DraChange::Template(e)))
+    });
+    forward(Api::<ResourceClaim>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Claim(e))));
 }
 
 fn forward<K>(api: Api<K>, tx: mpsc::Sender<Change>, wrap: fn(watcher::Event<K>) -> Change)

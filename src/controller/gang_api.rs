@@ -52,7 +52,10 @@ impl GangApi {
     }
 
     /// The Workload and (from v1alpha2) PodGroup of a gang of `pods` pods, owned by the TrainJob.
-    pub fn objects(self, namespace: &str, name: &str, owner: &Value, pods: u32) -> Vec<Value> {
+    /// `shared` are the claims every pod of the gang names by `resourceClaimName`: from v1alpha2
+    /// they go on the PodGroup, which is then reserved for them once for the whole gang
+    /// (`DRAWorkloadResourceClaims`; a server without that gate drops the field).
+    pub fn objects(self, namespace: &str, name: &str, owner: &Value, pods: u32, shared: &[Value]) -> Vec<Value> {
         let metadata =
             |object_name: &str| json!({"name": object_name, "namespace": namespace, "ownerReferences": [owner]});
         let controller_ref = json!({"apiGroup": "trainer.kubeflow.org", "kind": "TrainJob", "name": name});
@@ -82,6 +85,9 @@ impl GangApi {
                 };
                 let mut spec = template_ref;
                 spec["schedulingPolicy"] = gang;
+                if !shared.is_empty() {
+                    spec["resourceClaims"] = Value::Array(shared.to_vec());
+                }
                 let group = json!({
                     "apiVersion": self.api_version(),
                     "kind": "PodGroup",
@@ -128,11 +134,25 @@ mod tests {
     #[test]
     fn v1alpha2_objects_link_the_group_to_its_template() {
         let owner = json!({"kind": "TrainJob", "name": "tj"});
-        let objects = GangApi::V1alpha2.objects("ns", "tj", &owner, 4);
+        let objects = GangApi::V1alpha2.objects("ns", "tj", &owner, 4, &[]);
         assert_eq!(objects.len(), 2);
         assert_eq!(objects[0]["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"], 4);
         assert_eq!(objects[1]["metadata"]["name"], "tj-gang");
         assert_eq!(objects[1]["spec"]["podGroupTemplateRef"]["workload"]["workloadName"], "tj");
         assert_eq!(GangApi::V1alpha2.pod_link("tj").1, json!({"podGroupName": "tj-gang"}));
+        assert!(objects[1]["spec"].get("resourceClaims").is_none());
+    }
+
+    #[test]
+    fn claims_the_whole_gang_shares_go_on_the_pod_group() {
+        let owner = json!({"kind": "TrainJob", "name": "tj"});
+        let shared = [json!({"name": "imex", "resourceClaimName": "tj-channel"})];
+        for api in [GangApi::V1alpha2, GangApi::V1beta1] {
+            let objects = api.objects("ns", "tj", &owner, 4, &shared);
+            assert_eq!(objects[1]["spec"]["resourceClaims"], json!(shared), "{api:?}");
+            assert!(objects[0]["spec"].get("resourceClaims").is_none(), "not on the Workload");
+        }
+        let v1 = GangApi::V1alpha1.objects("ns", "tj", &owner, 4, &shared);
+        assert!(v1[0].to_string().find("resourceClaims").is_none(), "1.35 has no PodGroup claims");
     }
 }

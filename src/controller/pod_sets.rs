@@ -61,6 +61,7 @@ pub fn gang_shape(
     gpu_resource: &str,
 ) -> Result<(GangShape, HostFilter), Problem> {
     let rjobs = &jobset.spec.replicated_jobs;
+    let namespace = jobset.metadata.namespace.as_deref().unwrap_or("default");
     let topology = topology_request(job_annotations, Source::TrainJob)?;
     let trainer_slice = slice_request(job_annotations, Source::TrainJob)?;
     let mut order = gang_replicated_jobs(rjobs);
@@ -140,7 +141,7 @@ pub fn gang_shape(
             // The kubelet chooses a pod's GPUs through the device plugin: a layout cannot be
             // promised here (see README, GPU layout inside the host).
             gpu_layout: None,
-            claims: Vec::new(),
+            claims: pod_claims(&rjob.template.spec.template.spec, namespace, &field)?,
         });
     }
     // A pod that requests nothing (an MPI launcher, often) still takes a host near its gang, as
@@ -165,6 +166,30 @@ fn tpu_shape(spec: &trainyard_bridges::pod::PodSpec, field: &str) -> Result<Opti
         let at = format!("{field}.nodeSelector[\"{TPU_TOPOLOGY_LABEL}\"]");
         Problem::new("InvalidTopologyRequest", at, format!("{e}"), false)
     })
+}
+
+/// The ResourceClaimTemplates each pod gets a claim of (`resourceClaims[].resourceClaimTemplateName`),
+/// as `namespace/name`, in the pod's order. A claim by name (`resourceClaimName`) is one object
+/// its pods share: kube-scheduler allocates it once, and the devices it holds count against
+/// every gang like any claim trainyard does not place.
+fn pod_claims(spec: &trainyard_bridges::pod::PodSpec, namespace: &str, field: &str) -> Result<Vec<String>, Problem> {
+    let Some(entries) = spec.rest.get("resourceClaims") else { return Ok(Vec::new()) };
+    let invalid = |at: String, message: &str| Problem::new("InvalidSpec", at, message.to_string(), true);
+    let entries = entries.as_array().ok_or_else(|| invalid(format!("{field}.resourceClaims"), "must be a list"))?;
+    let mut templates = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let at = format!("{field}.resourceClaims[{i}]");
+        let text = |key: &str| entry.get(key).and_then(serde_json::Value::as_str).filter(|s| !s.is_empty());
+        if text("name").is_none() {
+            return Err(invalid(format!("{at}.name"), "a pod claim needs a name"));
+        }
+        match (text("resourceClaimTemplateName"), text("resourceClaimName")) {
+            (Some(template), None) => templates.push(format!("{namespace}/{template}")),
+            (None, Some(_)) => {}
+            _ => return Err(invalid(at, "exactly one of resourceClaimTemplateName and resourceClaimName must be set")),
+        }
+    }
+    Ok(templates)
 }
 
 fn is_trainer_ancestor(rjob: &ReplicatedJob) -> bool {

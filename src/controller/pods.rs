@@ -31,6 +31,22 @@ pub struct PodView {
     pub gates: Vec<String>,
     /// Whether `spec.nodeSelector` exists (a patch must create it otherwise).
     pub has_node_selector: bool,
+    /// The node it is bound to, once kube-scheduler bound it.
+    pub node_name: Option<String>,
+    /// Its claims made from templates.
+    pub claims: Vec<PodClaim>,
+}
+
+/// One `spec.resourceClaims[]` entry made from a template, and the claim made for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodClaim {
+    /// The entry's name.
+    pub name: String,
+    /// `resourceClaimTemplateName`.
+    pub template: String,
+    /// The ResourceClaim kube-controller-manager made from the template
+    /// (`status.resourceClaimStatuses[].resourceClaimName`), once it did.
+    pub claim: Option<String>,
 }
 
 /// How pod ordinals are counted for a gang's workload.
@@ -122,7 +138,7 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let gates = if gated { vec!["other".to_string(), TOPOLOGY_GATE.to_string()] } else { vec![] };
-        PodView { name: name.into(), labels, gates, has_node_selector: false }
+        PodView { name: name.into(), labels, gates, has_node_selector: false, node_name: None, claims: Vec::new() }
     }
 
     #[test]

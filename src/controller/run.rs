@@ -64,6 +64,10 @@ pub struct Settings {
     pub slurm: Option<Arc<SlurmLink>>,
     /// TrainJob reconciles (admission records, launches) carried out at once.
     pub workers: u16,
+    /// Who allocates the devices of gangs' DRA claims.
+    pub devices: super::plan::DeviceCommit,
+    /// Seconds an admitted gang may take for all its pods to be bound (`None`: no limit).
+    pub start_timeout: Option<u64>,
 }
 
 /// Why a reconcile failed; it is retried with exponential backoff.
@@ -131,6 +135,12 @@ async fn discover_gang_api(client: &Client) -> Option<GangApi> {
     GangApi::pick(&served)
 }
 
+/// Whether the server serves `resource.k8s.io/v1` ResourceSlices (DRA, GA since 1.34).
+async fn dra_served(client: &Client) -> bool {
+    let gvk = kube::api::GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceSlice");
+    served(client, &kube::api::ApiResource::from_gvk_with_plural(&gvk, "resourceslices")).await
+}
+
 /// Runs the controller until the process is stopped (SIGTERM or Ctrl-C: in-flight reconciles end,
 /// then the lease is given up).
 pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
@@ -190,6 +200,11 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     };
     let (tx, rx) = mpsc::channel::<Change>(4096);
     super::feed::spawn(&client, &tx);
+    let dra = dra_served(&client).await;
+    if dra {
+        super::feed::spawn_devices(&client, &tx);
+    }
+    tracing::info!(served = dra, "resource.k8s.io/v1 (DRA)");
 
     let gang_api = discover_gang_api(&client).await;
     tracing::info!(version = gang_api.map(GangApi::version), "scheduling.k8s.io gang API");
@@ -228,7 +243,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     // Unbounded: a trigger must never be dropped, and the Controller keeps one per TrainJob.
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
     let started = Arc::new(Notify::new());
-    tokio::spawn(super::scheduling::run(ctx.clone(), rx, trigger_tx.clone(), runtimes_changed, started.clone()));
+    tokio::spawn(super::scheduling::run(ctx.clone(), rx, trigger_tx.clone(), runtimes_changed, started.clone(), dra));
     if let Some(link) = ctx.settings.slurm.clone() {
         tokio::spawn(super::slurm_run::poll(link, trigger_tx.clone(), metrics.clone()));
     }
@@ -376,6 +391,8 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         now: &now,
         slurm: slurm_snapshot.as_deref(),
         arrival,
+        devices: ctx.settings.devices,
+        start_timeout: ctx.settings.start_timeout,
     };
     let actions = plan(&inputs);
     if !actions.is_empty() {
@@ -425,6 +442,11 @@ fn next_look(job: &TrainJob, pods: &[super::pods::PodView], now: &Time, on_slurm
     let bound = pods.iter().filter(|p| !p.gates.iter().any(|g| g == trainyard_bridges::TOPOLOGY_GATE)).count();
     if record.domain.is_none() && (bound as u64) < u64::from(record.pods()) {
         return 2;
+    }
+    // Ungated but not bound yet: looked at again so that the start timeout is seen.
+    let placed = pods.iter().filter(|p| p.node_name.is_some()).count();
+    if record.domain.is_none() && (placed as u64) < u64::from(record.pods()) {
+        return super::plan::deadline_left(job, &record, now).map_or(15, |left| left.clamp(1, 15) as u64);
     }
     super::plan::deadline_left(job, &record, now).map_or(300, |left| left.clamp(1, 300) as u64)
 }

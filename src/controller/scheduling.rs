@@ -43,8 +43,10 @@ pub async fn run(
     trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
     runtimes_changed: Arc<Notify>,
     started: Arc<Notify>,
+    dra: bool,
 ) {
     let mut initial = Initial::default();
+    initial.expect_dra = dra;
     ctx.runtimes.wait_until_ready().await.ok();
     ctx.cluster_runtimes.wait_until_ready().await.ok();
     initial.take(Change::Runtimes(super::feed::index_runtimes(&ctx.runtimes, &ctx.cluster_runtimes)));
@@ -125,6 +127,7 @@ pub async fn run(
             }
             _ = tick.tick() => {}
         }
+        notes.extend(live.sync_devices(now_s()));
         report(&ctx, &notes);
         task.cycle(&mut live);
     }

@@ -121,8 +121,14 @@ pub fn check(
     pods: u32,
 ) -> Result<(), Problem> {
     let nodes = (0..pods).map(|i| (format!("slot-{i}"), 1)).collect();
-    slurm_gang(job, runtime, target, pod, &AdmissionRecord { nodes, domain: None, at: 0, cost: 0, slurm: true })
-        .map(|_| ())
+    slurm_gang(
+        job,
+        runtime,
+        target,
+        pod,
+        &AdmissionRecord { nodes, domain: None, at: 0, cost: 0, slurm: true, devices: Vec::new() },
+    )
+    .map(|_| ())
 }
 
 /// Where a field of the Slurm job comes from in the TrainJob.
@@ -262,7 +268,14 @@ mod tests {
 
     #[test]
     fn gang_ids_lead_back_to_the_trainjob() {
-        let record = AdmissionRecord { nodes: vec![("n1".into(), 1)], domain: None, at: 42, cost: 0, slurm: true };
+        let record = AdmissionRecord {
+            nodes: vec![("n1".into(), 1)],
+            domain: None,
+            at: 42,
+            cost: 0,
+            slurm: true,
+            devices: Vec::new(),
+        };
         let id = gang_id("team", "llm", "0a-1b", &record);
         assert_eq!(id, "team/llm/0a-1b@42");
         assert_eq!(job_key_of(&id).as_deref(), Some("team/llm"));

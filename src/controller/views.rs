@@ -5,7 +5,7 @@ use serde_json::Value;
 use trainyard_bridges::WorkloadKind;
 
 use super::plan::WorkloadView;
-use super::pods::PodView;
+use super::pods::{PodClaim, PodView};
 use crate::api::trainer::JobStatus;
 
 /// The planner's view of a JobSet or LeaderWorkerSet given as JSON.
@@ -54,7 +54,23 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .map(|g| g.iter().map(|g| g.name.clone()).collect())
             .unwrap_or_default(),
         has_node_selector: spec.is_some_and(|s| s.node_selector.is_some()),
+        node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+        claims: pod_claims(pod),
     }
+}
+
+fn pod_claims(pod: &Pod) -> Vec<PodClaim> {
+    let made = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
+    let spec = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref());
+    spec.into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let template = c.resource_claim_template_name.clone()?;
+            let claim =
+                made.into_iter().flatten().find(|m| m.name == c.name).and_then(|m| m.resource_claim_name.clone());
+            Some(PodClaim { name: c.name.clone(), template, claim })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -116,7 +116,9 @@ pub fn render(
     let mut gang_objects = Vec::new();
     if let Some(api) = gang_api.filter(|_| placed) {
         let (field, link) = api.pod_link(&name);
-        for template in gang_pod_templates(&mut workload, &layout) {
+        let mut templates = gang_pod_templates(&mut workload, &layout);
+        let shared = shared_claims(&templates);
+        for template in &mut templates {
             template["spec"][field] = link.clone();
         }
         let owner = workload["metadata"]["ownerReferences"][0].clone();
@@ -127,7 +129,7 @@ pub fn render(
                 if *leader_in_gang { size } else { size.saturating_sub(1) }
             }
         };
-        gang_objects = api.objects(&namespace, &name, &owner, pods);
+        gang_objects = api.objects(&namespace, &name, &owner, pods, &shared);
     }
     let hostfile = hostfile.map(|text| {
         json!({
@@ -143,6 +145,27 @@ pub fn render(
         })
     });
     Ok(Rendered { workload, hostfile, layout, gang_objects })
+}
+
+/// The claims every gang pod template names by `resourceClaimName` (one object all the gang's
+/// pods share), as `{name, resourceClaimName}`.
+fn shared_claims(templates: &[&mut Value]) -> Vec<Value> {
+    let by_name = |t: &Value| -> Vec<Value> {
+        t["spec"]["resourceClaims"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c.get("resourceClaimName").and_then(Value::as_str).is_some())
+            .map(|c| json!({"name": c["name"], "resourceClaimName": c["resourceClaimName"]}))
+            .collect()
+    };
+    let Some((first, rest)) = templates.split_first() else { return Vec::new() };
+    let mut shared = by_name(first);
+    for t in rest {
+        let theirs = by_name(t);
+        shared.retain(|c| theirs.contains(c));
+    }
+    shared
 }
 
 /// The pod templates of the gang's pods inside a rendered workload.

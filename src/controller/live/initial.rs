@@ -25,6 +25,10 @@ pub struct Initial {
     pub topologies: BTreeMap<String, Arc<Topology>>,
     /// The runtimes, once indexed.
     pub runtimes: Option<Arc<Runtimes>>,
+    /// DRA events in the order they came (replayed into the live picture).
+    pub dra: Vec<super::DraChange>,
+    /// Whether the DRA kinds must be listed too (the server serves `resource.k8s.io/v1`).
+    pub expect_dra: bool,
     done: BTreeSet<&'static str>,
 }
 
@@ -71,17 +75,41 @@ impl Initial {
                 self.runtimes = Some(r);
                 done.insert("runtimes");
             }
+            Change::Dra(change) => {
+                let kind = change.kind();
+                match change.as_ref() {
+                    super::DraChange::Class(Event::Init)
+                    | super::DraChange::Slice(Event::Init)
+                    | super::DraChange::Template(Event::Init)
+                    | super::DraChange::Claim(Event::Init) => {
+                        done.remove(kind);
+                    }
+                    super::DraChange::Class(Event::InitDone)
+                    | super::DraChange::Slice(Event::InitDone)
+                    | super::DraChange::Template(Event::InitDone)
+                    | super::DraChange::Claim(Event::InitDone) => {
+                        done.insert(kind);
+                    }
+                    _ => {}
+                }
+                self.dra.push(*change);
+            }
         }
+    }
+
+    fn kinds(&self) -> impl Iterator<Item = &'static str> + '_ {
+        let dra = if self.expect_dra { &super::DRA_KINDS[..] } else { &[] };
+        KINDS.iter().chain(dra).copied()
     }
 
     /// Whether every kind has been listed.
     pub fn complete(&self) -> bool {
-        KINDS.iter().all(|k| self.done.contains(k))
+        self.kinds().all(|k| self.done.contains(k))
     }
 
     /// The kinds still being listed, for logs.
     pub fn waiting_for(&self) -> Vec<&'static str> {
-        KINDS.iter().copied().filter(|k| !self.done.contains(k)).collect()
+        self.kinds().filter(|k| !self.done.contains(k)).collect()
     }
 
     /// The Topology named `name`, or hosts (and NVLink cliques) only without one.

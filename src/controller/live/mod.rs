@@ -8,6 +8,7 @@
 //! replays its objects between `Init` and `InitDone`, and whatever it no longer lists is deleted,
 //! so it converges to what a fresh start would build.
 
+mod devices;
 mod initial;
 mod jobs;
 
@@ -19,6 +20,7 @@ use kube::runtime::watcher::Event;
 use trainyard_policies::{PolicyConfig, UndeclaredQueues};
 use trainyard_topology::{Cluster, Topology as Tree};
 
+pub use devices::{DRA_KINDS, DraChange};
 pub use initial::Initial;
 
 use super::facts::{Levels, read_node, read_pod};
@@ -42,6 +44,8 @@ pub enum Change {
     Topology(Box<Event<Topology>>),
     /// The runtimes, indexed again after one of them changed.
     Runtimes(Arc<Runtimes>),
+    /// A DRA object (when the server serves `resource.k8s.io/v1`).
+    Dra(Box<DraChange>),
 }
 
 /// What the live picture needs to know of the controller's settings.
@@ -98,6 +102,8 @@ pub struct Live {
     unreturned: Changed,
     /// Times this picture built its engine: once, at start; every later change is applied in place.
     engine_builds: u64,
+    /// DRA objects and the devices claims hold.
+    devices: devices::Devices,
 }
 
 impl Live {
@@ -130,14 +136,19 @@ impl Live {
             decisions: HashMap::new(),
             unreturned: Changed::new(),
             engine_builds: 1,
+            devices: devices::Devices::default(),
         };
         let mut notes = Vec::new();
+        for change in initial.dra {
+            notes.extend(live.devices.apply(change));
+        }
         for node in node_objects {
             notes.extend(live.apply_node(node, now));
         }
         for pod in initial.pods.values() {
             live.apply_pod(pod);
         }
+        notes.extend(live.sync_devices(now));
         notes.extend(live.refresh_policy(now));
         live.jobs.start(initial.jobs.values().cloned().collect());
         live.apply_all_jobs(now);
@@ -238,7 +249,39 @@ impl Live {
                 self.apply_all_jobs(now);
                 Vec::new()
             }
+            Change::Dra(change) => self.devices.apply(*change),
         }
+    }
+
+    /// Brings the engine's devices up to the DRA objects and claims applied since the last call:
+    /// the devices replaced when slices, classes or templates changed (nodes whose GPUs come
+    /// through DRA then count them), the devices of other claims moved when claims changed.
+    /// Returns notes on pools left out, once each.
+    pub fn sync_devices(&mut self, now: u64) -> Vec<Note> {
+        let mut notes = Vec::new();
+        if let Some(objects) = self.devices.take_objects() {
+            match self.k8s.replace_devices(objects) {
+                Ok(reports) => notes.extend(self.devices.report(&reports)),
+                Err(e) => notes.push(Note { node: None, message: format!("DRA devices not taken: {e}") }),
+            }
+            let gpus = self.k8s.gpu_devices();
+            let changed: Vec<String> = gpus
+                .iter()
+                .filter(|(n, g)| self.devices.gpus.get(*n) != Some(g))
+                .map(|(n, _)| n.clone())
+                .chain(self.devices.gpus.keys().filter(|n| !gpus.contains_key(*n)).cloned())
+                .collect();
+            self.devices.gpus = gpus;
+            for name in changed {
+                if let Some(node) = self.nodes.get(&name).cloned() {
+                    notes.extend(self.apply_node(node, now));
+                }
+            }
+        }
+        if let Some(observed) = self.devices.take_observed() {
+            self.k8s.set_observed_devices(observed);
+        }
+        notes
     }
 
     /// Applies an event of a kind keyed by `key`, tracking a relist: objects not seen between
@@ -292,7 +335,10 @@ impl Live {
                 self.nodes.remove(key);
                 self.k8s.delete_node(key, now);
             }
-            "pod" => self.k8s.delete_pod(key),
+            "pod" => {
+                self.devices.pod(key, false);
+                self.k8s.delete_pod(key)
+            }
             "job" => self.delete_job(key, now),
             "queue" => {
                 self.queues.remove(key);
@@ -311,12 +357,24 @@ impl Live {
                 s.images = None;
             }
         }
-        let view = read_node(&node, &self.levels);
+        let mut view = read_node(&node, &self.levels);
+        // A node whose GPUs come through DRA alone advertises none as an extended resource.
+        if let (super::facts::NodeView::Member(facts), Some(&gpus)) = (&mut view, self.devices.gpus.get(&name)) {
+            facts.host.capacity.gpus = facts.host.capacity.gpus.max(gpus);
+        }
         self.nodes.insert(name.clone(), node);
         self.k8s.apply_node(&name, view, now).map(|message| Note { node: Some(name), message }).into_iter().collect()
     }
 
     fn apply_pod(&mut self, pod: &Pod) {
+        if let Some(uid) = &pod.metadata.uid {
+            let finished =
+                pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
+            let of_gang = pod.metadata.labels.as_ref().is_some_and(|l| l.contains_key(trainyard_bridges::GANG_LABEL));
+            // A pod on its way out keeps its devices until its claims go: counted as any claim.
+            let leaving = finished || pod.metadata.deletion_timestamp.is_some();
+            self.devices.pod(uid, of_gang && !leaving);
+        }
         match read_pod(pod, &self.levels.gpu_resource) {
             Some(facts) => self.k8s.apply_pod(facts),
             None => {
@@ -407,6 +465,9 @@ impl Live {
 
     /// Runs one cycle of the Kubernetes loop at `now` and returns the decisions that changed.
     pub fn cycle(&mut self, now: u64) -> (Changed, CycleStats) {
+        for note in self.sync_devices(now) {
+            tracing::warn!(node = ?note.node, "{}", note.message);
+        }
         let (changed, stats) = self.k8s.step(now);
         for (key, decision) in changed {
             self.publish(&key, decision);

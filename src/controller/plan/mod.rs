@@ -4,8 +4,10 @@
 //! after any prefix of its steps is finished by the next one without doing anything twice. The
 //! admission record is written first: it is the commit point of a scheduling decision.
 
+mod claims;
 mod slurm;
 
+pub use claims::{DELETE_PROTECTION, DeviceCommit, allocation_status, claim_metadata, released_status};
 pub use slurm::SLURM_REJECTED;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -78,6 +80,11 @@ pub struct Inputs<'a> {
     pub slurm: Option<&'a SlurmSnapshot>,
     /// The arrival order the scheduling loop handed out, when the TrainJob carries none yet.
     pub arrival: Option<u64>,
+    /// Who allocates the devices of the gang's claims.
+    pub devices: DeviceCommit,
+    /// Seconds an admitted gang may take for all its pods to be bound before it is stopped and
+    /// queued again (`None`: no limit).
+    pub start_timeout: Option<u64>,
 }
 
 /// One step of a reconcile.
@@ -103,6 +110,21 @@ pub enum Action {
     Delete(ObjectRef),
     /// Bind one gated pod to its node and drop the gate.
     Ungate(Ungate),
+    /// Allocate mode: write a claim's allocation (and the delete-protection finalizer) for the
+    /// devices recorded for its pod, on the pod's node.
+    AllocateClaim {
+        /// The ResourceClaim (in the TrainJob's namespace).
+        claim: String,
+        /// The node its pod goes to.
+        node: String,
+        /// `[request, driver, pool, device]` per device.
+        results: Vec<[String; 4]>,
+    },
+    /// Allocate mode: take back the allocation written on a claim whose pod was never bound.
+    ReleaseClaim {
+        /// The ResourceClaim.
+        claim: String,
+    },
     /// Server-side apply of the status: trainyard's conditions and, in standalone mode, `jobsStatus`.
     Status {
         /// All conditions trainyard owns on the object, after the change.
@@ -157,7 +179,7 @@ fn deadline_passed(job: &TrainJob, record: &AdmissionRecord, now: &Time) -> bool
 
 /// Plans one reconcile of a TrainJob.
 pub fn plan(inp: &Inputs<'_>) -> Vec<Action> {
-    let mut p = Planner { inp, actions: Vec::new(), wants: Vec::new(), jobs_status: None };
+    let mut p = Planner { inp, actions: Vec::new(), wants: Vec::new(), jobs_status: None, released: false };
     p.run();
     p.finish()
 }
@@ -167,6 +189,8 @@ struct Planner<'a, 'b> {
     actions: Vec<Action>,
     wants: Vec<Want>,
     jobs_status: Option<Vec<JobStatus>>,
+    /// The claims of unbound pods were released in this plan already.
+    released: bool,
 }
 
 impl Planner<'_, '_> {
@@ -203,7 +227,32 @@ impl Planner<'_, '_> {
         self.wants.push(want);
     }
 
+    /// Allocate mode: the allocations of claims whose pods were never bound go back before the
+    /// pods do (their claims are deleted with them, and an allocated claim that was never
+    /// reserved would keep its devices).
+    fn release_claims(&mut self) {
+        if self.released || self.inp.devices != DeviceCommit::Allocate {
+            return;
+        }
+        self.released = true;
+        let record = recorded(self.inp.job);
+        if record.as_ref().is_none_or(|r| r.devices.is_empty()) {
+            return;
+        }
+        let layout = self.layout_of(record.as_ref());
+        self.actions.extend(claims::releases(record.as_ref(), layout.as_ref(), self.inp.pods));
+    }
+
+    /// The gang's pod layout, rendered without reporting a failure (for releases).
+    fn layout_of(&self, record: Option<&AdmissionRecord>) -> Option<GangLayout> {
+        let job = self.inp.job.to_bridge().ok()?;
+        let placement = workload::placement_of(self.name(), record);
+        let opts = trainyard_bridges::RenderOptions { placement, ..Default::default() };
+        workload::render(&job, self.inp.runtime?, self.kind(), opts, None).ok().map(|r| r.layout)
+    }
+
     fn delete_launched(&mut self) {
+        self.release_claims();
         self.cancel_slurm(recorded(self.inp.job).as_ref());
         if !self.standalone() {
             return;
@@ -370,6 +419,7 @@ impl Planner<'_, '_> {
         }
         self.cancel_slurm(record);
         if record.is_some() {
+            self.release_claims();
             self.actions.push(Action::ClearAdmission);
         }
         self.want(Want::new(SUSPENDED, true, "Suspended", "TrainJob is suspended"), Some(false));
@@ -380,6 +430,7 @@ impl Planner<'_, '_> {
     /// Stops an admitted gang and queues it again: preempted, or its nodes were lost.
     fn requeued(&mut self, reason: &str, message: &str, was_admitted: bool) {
         let message = message.to_string();
+        self.release_claims();
         if self.standalone() {
             self.delete_launched();
         } else if self.inp.job.spec.0.suspend != Some(true) {
@@ -436,6 +487,19 @@ impl Planner<'_, '_> {
         if self.on_slurm(Some(record)) {
             return self.slurm_admitted(record);
         }
+        if let Some(limit) = self.inp.start_timeout
+            && record.domain.is_none()
+            && self.inp.now.0.as_second().saturating_sub(i64::try_from(record.at).unwrap_or(i64::MAX)) > limit as i64
+        {
+            let bound = self.inp.pods.iter().filter(|p| p.node_name.is_some()).count();
+            if bound < record.pods() as usize {
+                let message = format!(
+                    "{bound} of {} pods were bound within {limit} s of admission; the gang is queued again",
+                    record.pods()
+                );
+                return self.requeued("StartTimeout", &message, true);
+            }
+        }
         let layout = if self.standalone() {
             let launch = self.inp.workload.is_none_or(|w| w.suspended);
             let rendered = if launch { self.apply_rendered(Some(record), true) } else { self.render(Some(record)) };
@@ -454,7 +518,13 @@ impl Planner<'_, '_> {
         };
         if record.domain.is_none() {
             let slots = record.slots();
-            self.actions.extend(ungate(&layout, &slots, self.inp.pods).into_iter().map(Action::Ungate));
+            let ungates = ungate(&layout, &slots, self.inp.pods);
+            match self.inp.devices {
+                DeviceCommit::Delegate => self.actions.extend(ungates.into_iter().map(Action::Ungate)),
+                DeviceCommit::Allocate => {
+                    self.actions.extend(claims::allocated_ungates(record, &layout, self.inp.pods, ungates))
+                }
+            }
         }
         let message =
             format!("{} pods on {} nodes (placement cost {})", record.pods(), record.nodes.len(), record.cost);

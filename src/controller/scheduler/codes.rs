@@ -5,7 +5,7 @@ use trainyard_topology::Placement;
 
 use super::Decision;
 use crate::api::QUEUE_LABEL;
-use crate::controller::admission::AdmissionRecord;
+use crate::controller::admission::{AdmissionRecord, SlotDevices};
 
 /// A CamelCase condition reason for a pending reason.
 pub(super) fn reason_code(reason: &PendingReason) -> String {
@@ -87,7 +87,38 @@ pub(super) fn record_of(
     slurm: bool,
 ) -> AdmissionRecord {
     let topo = engine.cluster().topology();
-    let nodes = slot_runs(placement, sliced).into_iter().map(|(h, n)| (topo.host_name(h).to_string(), n)).collect();
+    let order = slot_order(placement, sliced);
+    let mut nodes: Vec<(String, u32)> = Vec::new();
+    for &i in &order {
+        let name = topo.host_name(placement.hosts[i]);
+        match nodes.last_mut() {
+            Some((last, n)) if last == name => *n += 1,
+            _ => nodes.push((name.to_string(), 1)),
+        }
+    }
+    let devices = order
+        .iter()
+        .enumerate()
+        .filter_map(|(slot, &i)| {
+            let pod = placement.devices.get(i)?.as_ref()?;
+            let claims = pod
+                .claims
+                .iter()
+                .map(|c| {
+                    let results = c
+                        .results
+                        .iter()
+                        .map(|r| {
+                            let d = &r.device;
+                            [r.request.clone(), d.driver.clone(), d.pool.clone(), d.device.clone()]
+                        })
+                        .collect();
+                    (c.claim.clone(), results)
+                })
+                .collect();
+            Some(SlotDevices { slot: slot as u32, claims })
+        })
+        .collect();
     // Levels are named by their node label keys, so each enclosing domain is a selector term.
     let domain = domain_level.and_then(|level| {
         let depth = topo.level_depth(level).ok()?;
@@ -97,27 +128,25 @@ pub(super) fn record_of(
             .collect();
         Some(selector)
     });
-    AdmissionRecord { nodes, domain, at: now, cost: placement.cost, slurm }
+    AdmissionRecord { nodes, domain, at: now, cost: placement.cost, slurm, devices }.bounded()
 }
 
-/// The hosts of a placement's pods in the order pods are counted (set after set), as runs of
-/// `(host, pods)`. A set's pods go to its hosts in host order, except in a set cut into slices,
-/// whose pods keep the placement's order: consecutive ordinals share a slice's domain.
-fn slot_runs(placement: &Placement, sliced: &[bool]) -> Vec<(trainyard_topology::HostId, u32)> {
-    let mut runs: Vec<(trainyard_topology::HostId, u32)> = Vec::new();
+/// The placement's pod indices in the order pods are counted (set after set). A set's pods go
+/// to its hosts in host order, except in a set cut into slices, whose pods keep the placement's
+/// order: consecutive ordinals share a slice's domain.
+fn slot_order(placement: &Placement, sliced: &[bool]) -> Vec<usize> {
+    let mut order = Vec::with_capacity(placement.hosts.len());
+    let mut offset = 0;
     for k in 0..placement.sets.len() {
-        let mut hosts = placement.set_hosts(k).to_vec();
+        let len = placement.set_hosts(k).len();
+        let mut pods: Vec<usize> = (offset..offset + len).collect();
         if !sliced.get(k).copied().unwrap_or(false) {
-            hosts.sort_unstable();
+            pods.sort_by_key(|&i| placement.hosts[i]);
         }
-        for h in hosts {
-            match runs.last_mut() {
-                Some((last, n)) if *last == h => *n += 1,
-                _ => runs.push((h, 1)),
-            }
-        }
+        order.extend(pods);
+        offset += len;
     }
-    runs
+    order
 }
 
 /// The record of a gang moved off a lost host: the old record's slots in order, the lost host's
@@ -143,5 +172,16 @@ pub(super) fn moved_record(
             _ => nodes.push((s, 1)),
         }
     }
-    AdmissionRecord { nodes, domain: old.domain.clone(), at: old.at, cost: moved.placement.cost, slurm: old.slurm }
+    // Pods of the lost slots are made again with new claims: kube-scheduler allocates those.
+    let old_slots = old.slots();
+    let devices =
+        old.devices.iter().filter(|d| old_slots.get(d.slot as usize) != Some(&lost_name.as_str())).cloned().collect();
+    AdmissionRecord {
+        nodes,
+        domain: old.domain.clone(),
+        at: old.at,
+        cost: moved.placement.cost,
+        slurm: old.slurm,
+        devices,
+    }
 }

@@ -290,6 +290,24 @@ impl SchedulingLoop {
         self.recharge(&uid);
     }
 
+    /// Replaces the engine's DRA objects; returns the pools left out.
+    pub fn replace_devices(
+        &mut self,
+        objects: trainyard_topology::devices::DraObjects,
+    ) -> Result<Vec<trainyard_topology::devices::PoolReport>, trainyard_policies::Error> {
+        self.engine.replace_devices(objects)
+    }
+
+    /// Sets the devices claims trainyard does not place hold.
+    pub fn set_observed_devices(&mut self, ids: std::collections::HashSet<trainyard_topology::devices::DeviceId>) {
+        self.engine.set_observed_devices(ids);
+    }
+
+    /// Whole GPUs each node's DRA devices give.
+    pub fn gpu_devices(&mut self) -> std::collections::BTreeMap<String, u64> {
+        self.engine.gpu_devices()
+    }
+
     /// A pod is gone or takes no capacity any more (deleted, finished, unbound).
     pub fn delete_pod(&mut self, uid: &str) {
         self.uncharge(uid);

@@ -261,7 +261,11 @@ impl SchedulingLoop {
             hosts.extend(std::iter::repeat_n(host, *pods as usize));
         }
         let id = request.id;
-        let adopted = matches!(self.engine.adopt_at(request, hosts, record.at.min(now), now), Ok(Submitted::Queued));
+        let devices = recorded_devices(record);
+        let adopted = matches!(
+            self.engine.adopt_with_devices(request, hosts, devices, record.at.min(now), now),
+            Ok(Submitted::Queued)
+        );
         for h in stand_ins {
             self.drop_stand_in(h, now);
         }
@@ -493,4 +497,34 @@ impl SchedulingLoop {
         let placement = self.engine.running_placement(*id)?;
         Some((placement.per_host().into_iter().collect(), false))
     }
+}
+
+/// The devices a record gives its pods, one entry per pod (or none when it records none).
+fn recorded_devices(record: &AdmissionRecord) -> Vec<Option<trainyard_topology::devices::PodAllocation>> {
+    use trainyard_topology::devices::allocate::ClaimResult;
+    use trainyard_topology::devices::{DeviceId, DeviceResult, PodAllocation};
+    if record.devices.is_empty() {
+        return Vec::new();
+    }
+    let slots = record.slots();
+    let mut out = vec![None; slots.len()];
+    for pod in &record.devices {
+        let Some(entry) = out.get_mut(pod.slot as usize) else { continue };
+        let claims = pod
+            .claims
+            .iter()
+            .map(|(claim, results)| ClaimResult {
+                claim: claim.clone(),
+                results: results
+                    .iter()
+                    .map(|[request, driver, pool, device]| DeviceResult {
+                        request: request.clone(),
+                        device: DeviceId::new(driver, pool, device),
+                    })
+                    .collect(),
+            })
+            .collect();
+        *entry = Some(PodAllocation { node: slots[pod.slot as usize].to_string(), claims });
+    }
+    out
 }

@@ -57,6 +57,7 @@ pub fn record(nodes: &[(&str, u32)]) -> AdmissionRecord {
         at: 100,
         cost: 7,
         slurm: false,
+        devices: Vec::new(),
     }
 }
 
@@ -76,6 +77,10 @@ pub struct World {
     pub slurm: Option<SlurmSnapshot>,
     /// The arrival order the loop handed out, when the TrainJob carries none.
     pub arrival: Option<u64>,
+    /// Who allocates the devices of DRA claims.
+    pub devices: trainyard::controller::plan::DeviceCommit,
+    /// Seconds the gang may take to have every pod bound.
+    pub start_timeout: Option<u64>,
 }
 
 impl World {
@@ -92,6 +97,8 @@ impl World {
             slurm_queues: BTreeMap::new(),
             slurm: None,
             arrival: None,
+            devices: Default::default(),
+            start_timeout: None,
         }
     }
 
@@ -130,6 +137,8 @@ impl World {
             now: &now,
             slurm: self.slurm.as_ref(),
             arrival: self.arrival,
+            devices: self.devices,
+            start_timeout: self.start_timeout,
         })
     }
 }
@@ -147,6 +156,8 @@ pub fn names(actions: &[Action]) -> Vec<String> {
             Action::Apply(v) => format!("Apply {}", v["kind"].as_str().unwrap_or("?")),
             Action::Delete(r) => format!("Delete {}", r.kind),
             Action::Ungate(u) => format!("Ungate {}->{}", u.pod, u.node),
+            Action::AllocateClaim { claim, node, .. } => format!("AllocateClaim {claim}@{node}"),
+            Action::ReleaseClaim { claim } => format!("ReleaseClaim {claim}"),
             Action::Status { .. } => "Status".to_string(),
             Action::PatchTrainJob { suspend, .. } => format!("PatchTrainJob suspend={suspend}"),
             Action::Event { reason, .. } => format!("Event {reason}"),
@@ -187,5 +198,7 @@ pub fn gated_pod_of(jobset: &str, rjob: &str, index: u32, has_node_selector: boo
         labels,
         gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()],
         has_node_selector,
+        node_name: None,
+        claims: Vec::new(),
     }
 }

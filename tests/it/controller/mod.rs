@@ -2,6 +2,8 @@
 
 mod cluster;
 mod common;
+mod dra;
+mod dra_commit;
 mod live;
 mod live_props;
 mod live_tpu;

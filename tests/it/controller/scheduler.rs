@@ -221,6 +221,7 @@ fn a_record_from_before_the_gang_had_its_launcher_is_charged_for_the_pods_it_pla
         at: 5,
         cost: 0,
         slurm: false,
+        devices: Vec::new(),
     };
     let (d, _) = s.cycle(&[entry("m", 1, JobState::Admitted(launcher_and_workers(), old))], 20);
     assert_eq!(d.get("ns/m"), Some(&Decision::Running));

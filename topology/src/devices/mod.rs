@@ -30,4 +30,4 @@ pub use claims::{
     Alternative, Claim, ClaimError, Constraint, ConstraintKind, MAX_DEVICES_PER_CLAIM, Request, resolve_claim,
 };
 pub use pools::{Device, DeviceId, HostDevices, Pool, PoolKey, PoolReport, PoolView, Reach};
-pub use read::{DraObjects, parse_objects};
+pub use read::{DraObjects, parse_objects, read_object};

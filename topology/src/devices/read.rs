@@ -104,6 +104,13 @@ pub fn parse_objects(text: &str, source_name: &str) -> Result<DraObjects, InputE
     Ok(objects)
 }
 
+/// Reads one object already decoded (a watched API object as JSON); errors name `source_name`.
+pub fn read_object(value: serde_json::Value, source_name: &str) -> Result<DraObjects, InputError> {
+    let mut objects = DraObjects::default();
+    read_value(value, source_name, "object", &mut objects)?;
+    Ok(objects)
+}
+
 fn documents(text: &str, source_name: &str) -> Result<Vec<serde_json::Value>, InputError> {
     let text = text.trim_start_matches('\u{feff}');
     if text.trim_start().starts_with(['{', '[']) {
