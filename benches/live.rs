@@ -114,7 +114,8 @@ fn main() -> Result<(), String> {
     for g in 0..running {
         let mut j = job(&template, &format!("run-{g:05}"), "research", GANG_NODES as i32, EPOCH + g as i64);
         let slots = (0..GANG_NODES).map(|k| (format!("gpu-{:05}", g * GANG_NODES + k), 1)).collect();
-        let record = AdmissionRecord { nodes: slots, domain: None, at: now as u64, cost: 0, slurm: false };
+        let record =
+            AdmissionRecord { nodes: slots, domain: None, at: now as u64, cost: 0, slurm: false, devices: Vec::new() };
         j.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(ADMISSION_ANNOTATION.into(), record.encode());
         jobs.push(j);
     }
@@ -186,6 +187,8 @@ fn main() -> Result<(), String> {
             now: &stamp,
             slurm: None,
             arrival: None,
+            devices: Default::default(),
+            start_timeout: None,
         });
         if !actions.iter().any(|a| matches!(a, Action::Apply(v) if v["kind"] == "JobSet")) {
             return Err(format!("sample {s}: no JobSet in {actions:?}"));

@@ -70,6 +70,8 @@ fn inputs<'a>(
         now,
         slurm: None,
         arrival: None,
+        devices: Default::default(),
+        start_timeout: None,
     }
 }
 
@@ -92,7 +94,7 @@ fn slurm_plans(n: usize, stamp: &Time) -> Result<(Phase, usize), String> {
         let (intent, _) = intent_of(&job, &runtimes, &ctx);
         let pods = intent.as_ref().map_err(|p| p.describe())?.shape.pods();
         let nodes = (0..pods).map(|h| (format!("gpu-{:05}", (i * 2 + h as usize) % NODES), 1)).collect();
-        let record = AdmissionRecord { nodes, domain: None, at, cost: 0, slurm: true };
+        let record = AdmissionRecord { nodes, domain: None, at, cost: 0, slurm: true, devices: Vec::new() };
         cases.push((job, intent, Decision::Admit(record)));
     }
     let resolved = runtimes.cluster.values().next().ok_or("the runtime did not index")?;

@@ -76,6 +76,19 @@ impl Engine {
         Ok(reports)
     }
 
+    /// Puts node-local pools at what their slices publish now
+    /// ([`trainyard_topology::Cluster::replace_pools`]); `None` when the devices must be replaced
+    /// whole instead.
+    pub fn replace_pools(
+        &mut self,
+        keys: &[trainyard_topology::devices::PoolKey],
+        slices: &[trainyard_topology::devices::objects::ResourceSlice],
+    ) -> Option<(std::collections::BTreeSet<String>, Vec<trainyard_topology::devices::PoolReport>)> {
+        let done = self.cluster.replace_pools(keys, slices)?;
+        self.dirty = true;
+        Some(done)
+    }
+
     /// Sets the devices the cluster's own claims hold
     /// ([`trainyard_topology::Cluster::set_observed_devices`]).
     pub fn set_observed_devices(&mut self, ids: std::collections::HashSet<trainyard_topology::devices::DeviceId>) {
@@ -84,8 +97,11 @@ impl Engine {
     }
 
     /// Whole GPUs each node's devices give ([`trainyard_topology::Cluster::gpu_devices`]).
-    pub fn gpu_devices(&mut self) -> std::collections::BTreeMap<String, u64> {
-        self.cluster.gpu_devices()
+    pub fn gpu_devices(
+        &mut self,
+        only: Option<&std::collections::BTreeSet<String>>,
+    ) -> std::collections::BTreeMap<String, u64> {
+        self.cluster.gpu_devices_of(only)
     }
 
     /// Charges usage of pods trainyard does not place on a host.

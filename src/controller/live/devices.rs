@@ -1,8 +1,9 @@
 //! The cluster's DRA objects as watched: DeviceClasses, ResourceSlices and
 //! ResourceClaimTemplates (what the engine's devices are made of) and ResourceClaims (which
-//! devices are taken). Each event costs the object it carries; the engine's devices are replaced
-//! once per cycle that saw slices, classes or templates change, and only the devices of claims
-//! that changed move.
+//! devices are taken). Each event costs the object it carries. Once per cycle the engine takes
+//! what changed: the pools whose slices changed (only their nodes are counted again), or the
+//! devices whole when a class or template changed (or a pool serving several nodes did); only
+//! the devices of claims that changed move.
 //!
 //! A claim owned by a pod of a trainyard gang is not counted: the engine holds that pod's
 //! devices itself. Every other allocated claim (other schedulers' pods, shared claims) holds its
@@ -13,12 +14,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
 use kube::runtime::watcher::Event;
 use serde::Serialize;
-use trainyard_topology::devices::{DeviceId, DraObjects, read_object};
+use trainyard_topology::devices::{DeviceId, DraObjects, PoolKey, read_object};
 
 use super::Note;
 
-/// One watch event of a DRA kind.
+/// One watch event of a DRA kind (boxed inside [`super::Change`], so its size does not matter).
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum DraChange {
     /// A DeviceClass.
     Class(Event<DeviceClass>),
@@ -52,6 +54,15 @@ struct HeldClaim {
     devices: Vec<DeviceId>,
 }
 
+/// What the engine's devices must take since the last time.
+#[derive(Debug, PartialEq)]
+pub enum DeviceUpdate {
+    /// Every object (classes or templates changed).
+    Whole(DraObjects),
+    /// Pools, with every slice each of them has now.
+    Pools(Vec<PoolKey>, Vec<trainyard_topology::devices::objects::ResourceSlice>),
+}
+
 /// What the live picture knows of DRA.
 #[derive(Debug, Default)]
 pub struct Devices {
@@ -71,8 +82,15 @@ pub struct Devices {
     relists: HashMap<&'static str, BTreeSet<String>>,
     /// Any DRA event was ever seen (the server serves the API).
     pub(super) seen: bool,
-    objects_changed: bool,
+    /// Classes or templates changed (or nothing was taken yet): the devices go whole.
+    whole: bool,
+    /// Pools whose slices changed since the last take.
+    pools_changed: BTreeSet<PoolKey>,
+    /// Slice keys of each pool.
+    slices_by_pool: BTreeMap<PoolKey, BTreeSet<String>>,
     claims_changed: bool,
+    /// Whether the devices were ever taken.
+    taken: bool,
     /// Whole GPUs per node, as last counted from the devices.
     pub(super) gpus: BTreeMap<String, u64>,
     /// Pool reports last given, so that each is noted once.
@@ -160,7 +178,8 @@ impl Devices {
             self.set_claim(key, None);
             return;
         }
-        self.objects_changed |= self.objects.remove(&(kind, key.to_string())).is_some();
+        let removed = self.objects.remove(&(kind, key.to_string()));
+        self.changed(kind, key, removed.as_ref(), None);
         self.problems.retain(|p, _| p.split_once('/').is_none_or(|(k, n)| k.to_ascii_lowercase() != kind || n != key));
     }
 
@@ -184,19 +203,47 @@ impl Devices {
                     t.name = key.clone();
                 }
                 self.problems.remove(&subject);
-                let slot = (kind, key);
+                let slot = (kind, key.clone());
                 if self.objects.get(&slot) != Some(&parsed) {
-                    self.objects.insert(slot, parsed);
-                    self.objects_changed = true;
+                    let old = self.objects.insert(slot, parsed.clone());
+                    self.changed(kind, &key, old.as_ref(), Some(&parsed));
                 }
                 None
             }
             Err(e) => {
-                self.objects_changed |= self.objects.remove(&(kind, key)).is_some();
+                let removed = self.objects.remove(&(kind, key.clone()));
+                self.changed(kind, &key, removed.as_ref(), None);
                 let message = format!("{e}; left out");
                 let new = self.problems.insert(subject, message.clone()).as_ref() != Some(&message);
                 new.then_some(Note { node: None, message })
             }
+        }
+    }
+
+    /// Notes what an object's change asks of the engine: its pool (old and new) for a slice,
+    /// the whole devices for a class or template.
+    fn changed(&mut self, kind: &str, key: &str, old: Option<&DraObjects>, new: Option<&DraObjects>) {
+        if old.is_none() && new.is_none() {
+            return;
+        }
+        if kind != "resourceslice" {
+            self.whole = true;
+            return;
+        }
+        let pool_of =
+            |o: Option<&DraObjects>| o.and_then(|o| o.slices.first()).map(|s| (s.driver.clone(), s.pool.name.clone()));
+        if let Some(pool) = pool_of(old) {
+            if let Some(keys) = self.slices_by_pool.get_mut(&pool) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.slices_by_pool.remove(&pool);
+                }
+            }
+            self.pools_changed.insert(pool);
+        }
+        if let Some(pool) = pool_of(new) {
+            self.slices_by_pool.entry(pool.clone()).or_default().insert(key.to_string());
+            self.pools_changed.insert(pool);
         }
     }
 
@@ -288,16 +335,33 @@ impl Devices {
         }
     }
 
-    /// The merged objects, when slices, classes or templates changed since the last call.
-    pub fn take_objects(&mut self) -> Option<DraObjects> {
-        if !std::mem::take(&mut self.objects_changed) {
+    /// What the engine must take of the slices, classes and templates changed since the last
+    /// call (the first call, and any after a class or template changed, gives every object).
+    pub fn take_update(&mut self) -> Option<DeviceUpdate> {
+        let pools = std::mem::take(&mut self.pools_changed);
+        if std::mem::take(&mut self.whole) || (!self.taken && self.seen) {
+            self.taken = true;
+            return Some(DeviceUpdate::Whole(self.all_objects()));
+        }
+        if pools.is_empty() {
             return None;
         }
+        let slices = pools
+            .iter()
+            .flat_map(|p| self.slices_by_pool.get(p).into_iter().flatten())
+            .filter_map(|k| self.objects.get(&("resourceslice", k.clone())))
+            .flat_map(|o| o.slices.iter().cloned())
+            .collect();
+        Some(DeviceUpdate::Pools(pools.into_iter().collect(), slices))
+    }
+
+    /// Every object as last read.
+    pub fn all_objects(&self) -> DraObjects {
         let mut all = DraObjects::default();
         for parsed in self.objects.values() {
             all.extend(parsed.clone());
         }
-        Some(all)
+        all
     }
 
     /// The devices counted claims hold, when a claim changed since the last call.
@@ -309,6 +373,20 @@ impl Devices {
     pub fn report(&mut self, reports: &[trainyard_topology::devices::PoolReport]) -> Vec<Note> {
         let now: BTreeSet<String> = reports.iter().map(|r| format!("{}: {}", r.subject, r.reason)).collect();
         let notes = now.difference(&self.reported).map(|m| Note { node: None, message: format!("DRA {m}") }).collect();
+        self.reported = now;
+        notes
+    }
+
+    /// [`Devices::report`] for the pools `keys` published again: their old reports are replaced.
+    pub fn report_pools(&mut self, keys: &[PoolKey], reports: &[trainyard_topology::devices::PoolReport]) -> Vec<Note> {
+        let prefixes: Vec<String> = keys.iter().map(|(d, p)| format!("{d}/{p}")).collect();
+        let of_pools =
+            |m: &String| prefixes.iter().any(|p| m.starts_with(&format!("{p}:")) || m.starts_with(&format!("{p}/")));
+        let mut now: BTreeSet<String> = self.reported.iter().filter(|m| !of_pools(m)).cloned().collect();
+        let fresh: BTreeSet<String> = reports.iter().map(|r| format!("{}: {}", r.subject, r.reason)).collect();
+        let notes =
+            fresh.difference(&self.reported).map(|m| Note { node: None, message: format!("DRA {m}") }).collect();
+        now.extend(fresh);
         self.reported = now;
         notes
     }

@@ -104,6 +104,9 @@ pub struct Live {
     engine_builds: u64,
     /// DRA objects and the devices claims hold.
     devices: devices::Devices,
+    /// Times the engine's devices were replaced whole (a class or template changed, or a pool
+    /// several nodes share); slices of node-local pools change only their pools.
+    device_rebuilds: u64,
 }
 
 impl Live {
@@ -137,6 +140,7 @@ impl Live {
             unreturned: Changed::new(),
             engine_builds: 1,
             devices: devices::Devices::default(),
+            device_rebuilds: 0,
         };
         let mut notes = Vec::new();
         for change in initial.dra {
@@ -158,6 +162,11 @@ impl Live {
     /// Times the engine was built (reported as `trainyard_engine_builds_total`).
     pub fn engine_builds(&self) -> u64 {
         self.engine_builds
+    }
+
+    /// Times the engine's devices were replaced whole.
+    pub fn device_rebuilds(&self) -> u64 {
+        self.device_rebuilds
     }
 
     /// The Kubernetes cluster's scheduling loop.
@@ -259,19 +268,34 @@ impl Live {
     /// Returns notes on pools left out, once each.
     pub fn sync_devices(&mut self, now: u64) -> Vec<Note> {
         let mut notes = Vec::new();
-        if let Some(objects) = self.devices.take_objects() {
-            match self.k8s.replace_devices(objects) {
-                Ok(reports) => notes.extend(self.devices.report(&reports)),
-                Err(e) => notes.push(Note { node: None, message: format!("DRA devices not taken: {e}") }),
+        let counted = match self.devices.take_update() {
+            None => None,
+            Some(devices::DeviceUpdate::Pools(keys, slices)) => match self.k8s.replace_pools(&keys, &slices) {
+                Some((nodes, reports)) => {
+                    notes.extend(self.devices.report_pools(&keys, &reports));
+                    Some(Some(nodes))
+                }
+                None => Some(self.replace_all(&mut notes)),
+            },
+            Some(devices::DeviceUpdate::Whole(_)) => Some(self.replace_all(&mut notes)),
+        };
+        if let Some(only) = counted {
+            let gpus = self.k8s.gpu_devices(only.as_ref());
+            let looked: Vec<String> = match &only {
+                Some(nodes) => nodes.iter().cloned().collect(),
+                None => gpus.keys().chain(self.devices.gpus.keys()).cloned().collect(),
+            };
+            let mut changed = Vec::new();
+            for name in looked {
+                let now_gpus = gpus.get(&name).copied();
+                if self.devices.gpus.get(&name).copied() != now_gpus {
+                    match now_gpus {
+                        Some(g) => self.devices.gpus.insert(name.clone(), g),
+                        None => self.devices.gpus.remove(&name),
+                    };
+                    changed.push(name);
+                }
             }
-            let gpus = self.k8s.gpu_devices();
-            let changed: Vec<String> = gpus
-                .iter()
-                .filter(|(n, g)| self.devices.gpus.get(*n) != Some(g))
-                .map(|(n, _)| n.clone())
-                .chain(self.devices.gpus.keys().filter(|n| !gpus.contains_key(*n)).cloned())
-                .collect();
-            self.devices.gpus = gpus;
             for name in changed {
                 if let Some(node) = self.nodes.get(&name).cloned() {
                     notes.extend(self.apply_node(node, now));
@@ -461,6 +485,16 @@ impl Live {
                 notes
             }
         }
+    }
+
+    /// Replaces the engine's devices with every DRA object; every node's GPUs are counted again.
+    fn replace_all(&mut self, notes: &mut Vec<Note>) -> Option<std::collections::BTreeSet<String>> {
+        self.device_rebuilds += 1;
+        match self.k8s.replace_devices(self.devices.all_objects()) {
+            Ok(reports) => notes.extend(self.devices.report(&reports)),
+            Err(e) => notes.push(Note { node: None, message: format!("DRA devices not taken: {e}") }),
+        }
+        None
     }
 
     /// Runs one cycle of the Kubernetes loop at `now` and returns the decisions that changed.

@@ -298,14 +298,27 @@ impl SchedulingLoop {
         self.engine.replace_devices(objects)
     }
 
+    /// Puts node-local pools at what their slices publish now; `None` when the devices must be
+    /// replaced whole.
+    pub fn replace_pools(
+        &mut self,
+        keys: &[trainyard_topology::devices::PoolKey],
+        slices: &[trainyard_topology::devices::objects::ResourceSlice],
+    ) -> Option<(std::collections::BTreeSet<String>, Vec<trainyard_topology::devices::PoolReport>)> {
+        self.engine.replace_pools(keys, slices)
+    }
+
     /// Sets the devices claims trainyard does not place hold.
     pub fn set_observed_devices(&mut self, ids: std::collections::HashSet<trainyard_topology::devices::DeviceId>) {
         self.engine.set_observed_devices(ids);
     }
 
     /// Whole GPUs each node's DRA devices give.
-    pub fn gpu_devices(&mut self) -> std::collections::BTreeMap<String, u64> {
-        self.engine.gpu_devices()
+    pub fn gpu_devices(
+        &mut self,
+        only: Option<&std::collections::BTreeSet<String>>,
+    ) -> std::collections::BTreeMap<String, u64> {
+        self.engine.gpu_devices(only)
     }
 
     /// A pod is gone or takes no capacity any more (deleted, finished, unbound).

@@ -272,6 +272,20 @@ fn slices_that_go_take_their_nodes_gpus_and_a_relist_brings_them_back() {
     live.apply(wrap(Event::InitDone), T0 + 2);
     live.cycle(T0 + 2);
     assert_eq!(admitted(&live, "g1").pods(), 2);
+    assert_eq!(live.device_rebuilds(), 1, "slices of node pools change only their pools after the first build");
+    // A DeviceClass changed: every need may resolve differently, so the devices go whole.
+    let class = dra.classes[0].clone();
+    live.apply(Change::Dra(Box::new(DraChange::Class(Event::Apply(class)))), T0 + 3);
+    let mut changed = dra.classes[0].clone();
+    changed.metadata.labels = Some([("edited".to_string(), "yes".to_string())].into());
+    changed
+        .spec
+        .selectors
+        .get_or_insert_with(Vec::new)
+        .push(serde_json::from_value(json!({"cel": {"expression": "true"}})).unwrap());
+    live.apply(Change::Dra(Box::new(DraChange::Class(Event::Apply(changed)))), T0 + 3);
+    live.sync_devices(T0 + 3);
+    assert_eq!(live.device_rebuilds(), 2);
 }
 
 #[test]

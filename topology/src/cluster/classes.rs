@@ -212,11 +212,13 @@ impl Classes {
         }
     }
 
-    /// The devices were replaced: every count on no devices in use is stale (counts with the
-    /// devices in use now are made again as each host's devices version moves).
-    pub(crate) fn forget_empty_device_counts(&mut self) {
+    /// The devices of `host` were replaced: its counts on no devices in use are stale (counts
+    /// with the devices in use now are made again as its devices version moves).
+    pub(crate) fn forget_empty_device_counts(&mut self, host: HostId) {
         for class in self.slots.iter_mut().flatten() {
-            class.fits.iter_mut().for_each(|f| f.empty = None);
+            if let Some(f) = class.fits.get_mut(host.0 as usize) {
+                f.empty = None;
+            }
         }
     }
 

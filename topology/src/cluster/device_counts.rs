@@ -69,6 +69,33 @@ impl DeviceCounts {
         host.counted.insert((need, cap, state), pods);
     }
 
+    /// Counts `node` afresh from the view (its pools were published again): nothing remembered,
+    /// the devices `taken` says are in use marked.
+    pub(crate) fn refresh(
+        &mut self,
+        view: &PoolView,
+        node: &str,
+        keys: Option<&Vec<PoolKey>>,
+        taken: impl Fn(&DeviceId) -> bool,
+    ) {
+        self.hosts.remove(node);
+        let Some(keys) = keys else { return };
+        if keys.iter().any(|k| view.pools.get(k).is_some_and(|p| p.selector.is_some() || p.node.is_none())) {
+            return;
+        }
+        let ids: Vec<DeviceId> = view.host_in(node, keys).devices.iter().map(|d| d.id.clone()).collect();
+        if ids.len() > MAX_DEVICES {
+            return;
+        }
+        let mut bits = 0u128;
+        for (i, id) in ids.iter().enumerate() {
+            if taken(id) {
+                bits |= 1 << i;
+            }
+        }
+        self.hosts.insert(node.to_string(), HostCounts { ids, taken: bits, counted: HashMap::new() });
+    }
+
     /// A device of `node` was taken or given back.
     pub(crate) fn shift(&mut self, node: &str, id: &DeviceId, take: bool) {
         let Some(host) = self.hosts.get_mut(node) else { return };

@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::Cluster;
 use super::devices::{DeviceStore, counts_gpus, find_device};
-use crate::devices::{DeviceId, DraObjects, PoolReport, PoolView, SelectorOwner};
+use crate::devices::objects::ResourceSlice;
+use crate::devices::{DeviceId, DraObjects, PoolKey, PoolReport, PoolView, SelectorOwner};
 use crate::{HostId, Result};
 
 impl Cluster {
@@ -38,17 +39,47 @@ impl Cluster {
                 reason: format!("node {node} is not in the cluster; its devices are not used"),
             });
         }
-        if let Some(old) = self.devices.take() {
-            take_over(&mut store, *old);
-        }
+        // Hosts whose counts may change: every host when classes, templates or shared pools
+        // changed (a need may resolve to other claims); else those whose own pools changed.
+        let changed: Vec<HostId> = match self.devices.take() {
+            Some(old) => {
+                let nodes = changed_nodes(&old, &store);
+                take_over(&mut store, *old);
+                match nodes {
+                    Some(nodes) => self.topo.hosts().filter(|&h| nodes.contains(self.topo.host_name(h))).collect(),
+                    None => self.topo.hosts().collect(),
+                }
+            }
+            None => self.topo.hosts().collect(),
+        };
         self.devices = Some(Box::new(store));
-        self.classes.forget_empty_device_counts();
-        let all: Vec<HostId> = self.topo.hosts().collect();
-        for h in all {
+        for &h in &changed {
+            self.classes.forget_empty_device_counts(h);
             self.modify_host(h, |s| s.devices_version = s.devices_version.wrapping_add(1));
         }
         self.structure_changed();
         Ok(reports)
+    }
+
+    /// Puts the node-local pools `keys` at what `slices` publish (every slice of those pools now;
+    /// a pool without slices is gone), classes and templates unchanged: only those pools are
+    /// read and only their nodes counted again. Returns the nodes of those pools and their
+    /// reports, or `None` (nothing changed) when a pool serves several nodes or the cluster has
+    /// no devices yet: replace the devices whole then.
+    pub fn replace_pools(
+        &mut self,
+        keys: &[PoolKey],
+        slices: &[ResourceSlice],
+    ) -> Option<(BTreeSet<String>, Vec<PoolReport>)> {
+        let store = self.devices.as_mut()?;
+        let (nodes, reports) = store.replace_pools(keys, slices)?;
+        let hosts: Vec<HostId> = self.topo.hosts().filter(|&h| nodes.contains(self.topo.host_name(h))).collect();
+        for h in hosts {
+            self.classes.forget_empty_device_counts(h);
+            self.modify_host(h, |s| s.devices_version = s.devices_version.wrapping_add(1));
+        }
+        self.structure_changed();
+        Some((nodes, reports))
     }
 
     /// Sets the devices the cluster shows allocated to claims trainyard does not place (other
@@ -101,6 +132,11 @@ impl Cluster {
     /// of some GPU-counting DeviceClass ([`counts_gpus`]) selects. For nodes whose GPUs come
     /// through DRA alone, which advertise no GPU extended resource.
     pub fn gpu_devices(&mut self) -> BTreeMap<String, u64> {
+        self.gpu_devices_of(None)
+    }
+
+    /// [`Cluster::gpu_devices`] of the nodes `only` (every node for `None`).
+    pub fn gpu_devices_of(&mut self, only: Option<&BTreeSet<String>>) -> BTreeMap<String, u64> {
         let Some(store) = self.devices.as_mut() else { return BTreeMap::new() };
         let DeviceStore { view, classes, selectors, by_node, .. } = &mut **store;
         let mut compiled = Vec::new();
@@ -111,7 +147,7 @@ impl Cluster {
             compiled.extend(ids);
         }
         let mut out = BTreeMap::new();
-        for (node, pools) in by_node.iter() {
+        for (node, pools) in by_node.iter().filter(|(n, _)| only.is_none_or(|o| o.contains(*n))) {
             let host = view.host_in(node, pools.iter());
             let gpus = host
                 .devices
@@ -124,6 +160,110 @@ impl Cluster {
         }
         out
     }
+}
+
+impl DeviceStore {
+    /// Puts the pools `keys` at what `slices` (every slice of those pools now) publish, for
+    /// node-local pools only; returns the nodes whose devices may have changed, or `None` (and
+    /// changes nothing) when one of the pools, old or new, serves several nodes. Holders of
+    /// devices that are still published keep them.
+    fn replace_pools(
+        &mut self,
+        keys: &[PoolKey],
+        slices: &[ResourceSlice],
+    ) -> Option<(BTreeSet<String>, Vec<PoolReport>)> {
+        let part = PoolView::build(slices);
+        let local = |p: &crate::devices::Pool| p.node.is_some() && p.selector.is_none();
+        let olds: Vec<&crate::devices::Pool> = keys.iter().filter_map(|k| self.view.pools.get(k)).collect();
+        if !olds.iter().all(|p| local(p))
+            || !part.pools.values().all(local)
+            || part.pools.keys().any(|k| !keys.contains(k))
+        {
+            return None;
+        }
+        let mut nodes = BTreeSet::new();
+        let mut gone: Vec<crate::devices::Device> = Vec::new();
+        for key in keys {
+            if let Some(old) = self.view.pools.remove(key) {
+                nodes.extend(old.node.clone());
+                gone.extend(old.devices);
+            }
+        }
+        // What gangs and claims hold of the old devices is given back, and taken again below
+        // from the devices published now.
+        let mut held = Vec::new();
+        for device in &gone {
+            self.selectors.forget(&device.id);
+            if self.holders.contains_key(&device.id) {
+                self.in_use.give_back(device);
+                held.push(device.id.clone());
+            }
+        }
+        let subjects: BTreeSet<String> = keys.iter().map(|(d, p)| format!("{d}/{p}")).collect();
+        self.view.reports.retain(|r| {
+            let pool = r.subject.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+            !subjects.contains(&pool)
+        });
+        self.view.reports.extend(part.reports.iter().cloned());
+        for (key, pool) in part.pools {
+            nodes.extend(pool.node.clone());
+            self.view.pools.insert(key, pool);
+        }
+        for id in held {
+            match find_device(&self.view, &id) {
+                Some(device) => self.in_use.take(device),
+                None => {
+                    self.holders.remove(&id);
+                }
+            }
+        }
+        for node in &nodes {
+            let list = self.by_node.entry(node.clone()).or_default();
+            list.retain(|k| !keys.contains(k));
+            list.extend(
+                keys.iter()
+                    .filter(|k| self.view.pools.get(*k).is_some_and(|p| p.node.as_deref() == Some(node.as_str())))
+                    .cloned(),
+            );
+            list.sort();
+            if list.is_empty() {
+                self.by_node.remove(node);
+            }
+        }
+        for node in &nodes {
+            if self.shared.is_empty() {
+                let in_use = &self.in_use;
+                self.counts.refresh(&self.view, node, self.by_node.get(node), |id| in_use.devices.contains(id));
+            }
+        }
+        Some((nodes, part.reports))
+    }
+}
+
+/// The nodes whose own pools differ between `old` and `new`, or `None` when every host may count
+/// differently: the classes or templates changed, or a pool several nodes share did.
+fn changed_nodes(old: &DeviceStore, new: &DeviceStore) -> Option<BTreeSet<String>> {
+    if old.classes != new.classes || !old.same_templates(new) {
+        return None;
+    }
+    let pools = |store: &DeviceStore, keys: &[crate::devices::PoolKey]| -> Vec<Option<crate::devices::Pool>> {
+        keys.iter().map(|k| store.view.pools.get(k).cloned()).collect()
+    };
+    let (old_shared, new_shared) = (old.shared_pools(), new.shared_pools());
+    if old_shared != new_shared || pools(old, &old_shared) != pools(new, &new_shared) {
+        return None;
+    }
+    let names: BTreeSet<&String> = old.by_node.keys().chain(new.by_node.keys()).collect();
+    Some(names.into_iter().filter(|n| node_pools(old, n) != node_pools(new, n)).cloned().collect())
+}
+
+/// The pools a node reaches on its own, with their keys.
+fn node_pools<'s>(
+    store: &'s DeviceStore,
+    node: &str,
+) -> Vec<(&'s crate::devices::PoolKey, Option<&'s crate::devices::Pool>)> {
+    let keys = store.by_node.get(node).map(Vec::as_slice).unwrap_or_default();
+    keys.iter().map(|k| (k, store.view.pools.get(k))).collect()
 }
 
 /// Carries what `old` held into `new`: needs by index, holders and observed devices by id.

@@ -53,7 +53,7 @@ pub(crate) struct DeviceStore {
     pub(super) classes: Vec<DeviceClass>,
     templates: BTreeMap<String, ClaimTemplate>,
     pub(super) selectors: Selectors,
-    in_use: InUse,
+    pub(super) in_use: InUse,
     /// Holders of each device in use: gangs' pods, and the cluster's own claims
     /// ([`DeviceStore::observed`]); a device is free again when its last holder lets go.
     pub(super) holders: HashMap<DeviceId, u32>,
@@ -62,11 +62,11 @@ pub(crate) struct DeviceStore {
     /// Node-local pools per node.
     pub(super) by_node: BTreeMap<String, Vec<PoolKey>>,
     /// `allNodes` pools: a device taken there changes what every host offers.
-    shared: Vec<PoolKey>,
+    pub(super) shared: Vec<PoolKey>,
     pub(super) needs: Vec<Need>,
     pub(super) by_templates: HashMap<Vec<String>, DeviceNeed>,
     /// Counts made, per host and state of its devices.
-    counts: DeviceCounts,
+    pub(super) counts: DeviceCounts,
 }
 
 impl Clone for DeviceStore {
@@ -168,6 +168,20 @@ impl DeviceStore {
             .filter(|a| counts(&a.class))
             .map(|a| a.count.unwrap_or(0) as u64)
             .sum()
+    }
+
+    /// Whether `other` holds the same ResourceClaimTemplates.
+    pub(super) fn same_templates(&self, other: &DeviceStore) -> bool {
+        self.templates == other.templates
+    }
+
+    /// The pools several nodes share (`allNodes`, and `nodeSelector` ones), in key order.
+    pub(super) fn shared_pools(&self) -> Vec<PoolKey> {
+        let mut keys: Vec<PoolKey> = self.shared.clone();
+        keys.extend(self.view.pools.iter().filter(|(_, p)| p.selector.is_some()).map(|(k, _)| k.clone()));
+        keys.sort();
+        keys.dedup();
+        keys
     }
 
     /// Whether `node` reaches any device at all.

@@ -204,6 +204,11 @@ impl Selectors {
         self.results.clear();
     }
 
+    /// Forgets the results of one device (its pool was published again).
+    pub fn forget(&mut self, device: &DeviceId) {
+        self.results.remove(device);
+    }
+
     /// Evaluations done so far (cache misses).
     pub fn evaluations(&self) -> u64 {
         self.evaluations

@@ -128,3 +128,52 @@ fn whole_gpus_are_counted_from_the_devices_of_gpu_classes() {
     empty.replace_devices(DraObjects::default()).unwrap();
     assert!(empty.gpu_devices().is_empty());
 }
+
+#[test]
+fn a_node_local_pool_published_again_changes_only_its_node() {
+    let mut cluster = cluster();
+    let c = pairs_class(&mut cluster);
+    let placement = place(&mut cluster, 23);
+    let held = cluster.devices_in_use().unwrap().devices.clone();
+    let key = ("gpu.nvidia.com".to_string(), "node-b".to_string());
+    let mut slices: Vec<_> = load().slices.into_iter().filter(|s| s.driver == key.0 && s.pool.name == key.1).collect();
+    assert_eq!(slices.len(), 1);
+    // node-b's driver drops gpu-0 (say it fell off the bus): its pairs go from 7 to 6 and the gang
+    // that held it holds the rest.
+    slices[0].devices.retain(|d| d.name != "gpu-0");
+    let (nodes, reports) = cluster.replace_pools(std::slice::from_ref(&key), &slices).expect("a node-local pool");
+    assert!(reports.is_empty(), "{reports:?}");
+    assert_eq!(nodes.into_iter().collect::<Vec<_>>(), vec!["node-b"]);
+    let only: std::collections::BTreeSet<String> = ["node-b".to_string()].into();
+    assert_eq!(cluster.gpu_devices_of(Some(&only)), [("node-b".to_string(), 7)].into());
+    let now = cluster.devices_in_use().unwrap().devices.clone();
+    let lost = id("gpu.nvidia.com", "node-b", "gpu-0");
+    assert!(held.contains(&lost) && !now.contains(&lost));
+    assert_eq!(now.len(), held.len() - 1);
+    cluster.audit_devices().unwrap();
+    cluster.release_placement(&placement).unwrap();
+    assert!(cluster.devices_in_use().unwrap().devices.is_empty());
+    let offered = per_host(&cluster, c);
+    assert_eq!((offered["node-a"], offered["node-b"], offered["node-c"]), (8, 6, 8));
+    // The pool gone altogether: node-b offers nothing.
+    cluster.replace_pools(std::slice::from_ref(&key), &[]).expect("a node-local pool");
+    assert_eq!(per_host(&cluster, c)["node-b"], 0);
+    cluster.audit_devices().unwrap();
+}
+
+#[test]
+fn a_pool_several_nodes_share_is_left_to_a_whole_replacement() {
+    let mut cluster = cluster();
+    let mut objects = load();
+    let mut shared = objects.slices.iter().find(|s| s.node_name.as_deref() == Some("node-a")).unwrap().clone();
+    shared.node_name = None;
+    shared.all_nodes = true;
+    shared.pool.name = "site".into();
+    shared.name = "site-licence".into();
+    objects.slices.push(shared.clone());
+    cluster.replace_devices(objects).unwrap();
+    let key = (shared.driver.clone(), "site".to_string());
+    let before = cluster.devices_in_use().unwrap().devices.len();
+    assert!(cluster.replace_pools(std::slice::from_ref(&key), std::slice::from_ref(&shared)).is_none());
+    assert_eq!(cluster.devices_in_use().unwrap().devices.len(), before);
+}
