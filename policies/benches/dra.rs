@@ -16,8 +16,7 @@ mod common;
 use common::Ends;
 
 use trainyard_policies::{Engine, GangId, GangRequest, PolicyConfig, PreemptionRules};
-use trainyard_topology::devices::parse_objects;
-use trainyard_topology::devices::synth::{CLASSES_AND_TEMPLATES, SynthNode, TEMPLATES, slices_yaml};
+use trainyard_topology::devices::synth::{TEMPLATES, hgx_h100_objects};
 use trainyard_topology::rng::SplitMix64;
 use trainyard_topology::{Cluster, GangShape, PodSetShape, Resources, TopologyRequest};
 
@@ -34,18 +33,7 @@ fn cluster(devices: bool) -> Cluster {
     let mut cluster = Cluster::from_yaml(CLUSTER, "dra-1k").expect("valid cluster");
     if devices {
         let topo = cluster.topology();
-        let nodes: Vec<SynthNode> = topo
-            .hosts()
-            .map(|h| SynthNode {
-                name: topo.host_name(h).to_string(),
-                gpus: 8,
-                nics: 8,
-                product: "NVIDIA H100 80GB HBM3".into(),
-                clique: None,
-            })
-            .collect();
-        let text = format!("{CLASSES_AND_TEMPLATES}{}", slices_yaml(&nodes));
-        let objects = parse_objects(&text, "dra-1k devices").expect("devices parse");
+        let objects = hgx_h100_objects(topo.hosts().map(|h| topo.host_name(h).to_string()));
         let left_out = cluster.set_devices(objects).expect("devices");
         assert!(left_out.is_empty(), "{left_out:?}");
     }

@@ -10,8 +10,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use trainyard_topology::devices::synth::{CLASSES_AND_TEMPLATES, SynthNode, TEMPLATES, slices_yaml};
-use trainyard_topology::devices::{DeviceId, DraObjects, parse_objects};
+use trainyard_topology::devices::synth::{TEMPLATES, hgx_h100_objects};
+use trainyard_topology::devices::{DeviceId, DraObjects};
 use trainyard_topology::{Cluster, GangShape, PodSetShape, Resources, TopologyRequest};
 
 const CLUSTER: &str = "name: dra-1k
@@ -23,17 +23,7 @@ generate:
 
 fn objects(cluster: &Cluster) -> DraObjects {
     let topo = cluster.topology();
-    let nodes: Vec<SynthNode> = topo
-        .hosts()
-        .map(|h| SynthNode {
-            name: topo.host_name(h).to_string(),
-            gpus: 8,
-            nics: 8,
-            product: "NVIDIA H100 80GB HBM3".into(),
-            clique: None,
-        })
-        .collect();
-    parse_objects(&format!("{CLASSES_AND_TEMPLATES}{}", slices_yaml(&nodes)), "dra-1k").expect("devices parse")
+    hgx_h100_objects(topo.hosts().map(|h| topo.host_name(h).to_string()))
 }
 
 fn shape(template: &str, pods: u32) -> GangShape {
@@ -109,7 +99,7 @@ fn main() {
     println!("device sync, 1,000 nodes x (8 GPUs + 8 NICs), {held} devices held, {} need classes", classes.len() + 1);
     println!("  baseline: devices given to a fresh cluster      {:>9.3} ms", ms(fresh));
     println!(
-        "  replace_devices (a slice/class/template changed) {:>9.3} ms  ({:.2}x baseline)",
+        "  replace_devices (a class or template changed)    {:>9.3} ms  ({:.2}x baseline)",
         ms(replace),
         ms(replace) / ms(fresh)
     );

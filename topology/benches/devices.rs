@@ -45,15 +45,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let gangs = if quick { 200 } else { 2_000 };
-    let nodes: Vec<SynthNode> = (0..NODES)
-        .map(|n| SynthNode {
-            name: format!("node-{n:04}"),
-            gpus: 8,
-            nics: 8,
-            product: "NVIDIA H100 80GB HBM3".into(),
-            clique: None,
-        })
-        .collect();
+    let nodes: Vec<SynthNode> = (0..NODES).map(|n| SynthNode::hgx_h100(format!("node-{n:04}"))).collect();
     let text = slices_yaml(&nodes);
     let started = Instant::now();
     let objects = parse_objects(&text, "bench-slices.yaml").expect("slices");

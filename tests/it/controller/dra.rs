@@ -24,10 +24,6 @@ fn documents(text: &str) -> Vec<Value> {
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
 
-fn synth(name: &str) -> SynthNode {
-    SynthNode { name: name.into(), gpus: 8, nics: 8, product: "NVIDIA H100 80GB HBM3".into(), clique: None }
-}
-
 /// What the DRA watches list for nodes `names`: their slices, the classes, and the templates in
 /// namespace `team`.
 struct Dra {
@@ -39,7 +35,7 @@ struct Dra {
 
 impl Dra {
     fn of(names: &[&str]) -> Dra {
-        let nodes: Vec<SynthNode> = names.iter().map(|n| synth(n)).collect();
+        let nodes: Vec<SynthNode> = names.iter().map(|n| SynthNode::hgx_h100(*n)).collect();
         let mut dra = Dra { classes: Vec::new(), slices: Vec::new(), templates: Vec::new(), claims: Vec::new() };
         let text = format!(
             "{}\n---\n{}",

@@ -194,8 +194,7 @@ impl DeviceStore {
         let mut held = Vec::new();
         for device in &gone {
             self.selectors.forget(&device.id);
-            if self.holders.contains_key(&device.id) {
-                self.in_use.give_back(device);
+            if self.in_use.give_back_held(device) {
                 held.push(device.id.clone());
             }
         }
@@ -213,7 +212,7 @@ impl DeviceStore {
             match find_device(&self.view, &id) {
                 Some(device) => self.in_use.take(device),
                 None => {
-                    self.holders.remove(&id);
+                    self.extra_holders.remove(&id);
                 }
             }
         }
@@ -282,15 +281,14 @@ fn take_over(new: &mut DeviceStore, old: DeviceStore) {
         new.by_templates.insert(templates, need);
     }
     new.observed = old.observed;
-    for (id, count) in old.holders {
+    for id in old.in_use.devices {
         if find_device(&new.view, &id).is_none() {
             continue;
         }
-        // Taken once through the store, so that in-use sets and remembered counts follow; then
-        // the remaining holders are added.
+        // Taken through the store, so that in-use sets and remembered counts follow.
         new.shift(std::slice::from_ref(&id), true);
-        if let Some(c) = new.holders.get_mut(&id) {
-            *c = count;
+        if let Some(&extra) = old.extra_holders.get(&id) {
+            new.extra_holders.insert(id, extra);
         }
     }
 }

@@ -54,9 +54,10 @@ pub(crate) struct DeviceStore {
     templates: BTreeMap<String, ClaimTemplate>,
     pub(super) selectors: Selectors,
     pub(super) in_use: InUse,
-    /// Holders of each device in use: gangs' pods, and the cluster's own claims
-    /// ([`DeviceStore::observed`]); a device is free again when its last holder lets go.
-    pub(super) holders: HashMap<DeviceId, u32>,
+    /// Holders beyond the first of devices in use (gangs' pods, and the cluster's own claims,
+    /// [`DeviceStore::observed`]); a device is free again when its last holder lets go. Nearly
+    /// always empty, so the common take and give back cost what they did without it.
+    pub(super) extra_holders: HashMap<DeviceId, u32>,
     /// Devices the cluster shows allocated to claims the engine does not place.
     pub(super) observed: std::collections::HashSet<DeviceId>,
     /// Node-local pools per node.
@@ -78,7 +79,7 @@ impl Clone for DeviceStore {
             self.templates.values().cloned().collect::<Vec<_>>(),
         );
         copy.in_use = self.in_use.clone();
-        copy.holders = self.holders.clone();
+        copy.extra_holders = self.extra_holders.clone();
         copy.observed = self.observed.clone();
         copy.counts = self.counts.clone();
         let mut lists: Vec<(&Vec<String>, DeviceNeed)> = self.by_templates.iter().map(|(k, v)| (k, *v)).collect();
@@ -110,7 +111,7 @@ impl DeviceStore {
             templates: templates.into_iter().map(|t| (t.name.clone(), t)).collect(),
             selectors: Selectors::new(),
             in_use: InUse::default(),
-            holders: HashMap::new(),
+            extra_holders: HashMap::new(),
             observed: std::collections::HashSet::new(),
             by_node,
             shared,
@@ -247,34 +248,31 @@ impl DeviceStore {
 
     /// Takes (or gives back) devices by id; whether one of them is in an `allNodes` pool.
     pub(crate) fn shift(&mut self, ids: &[DeviceId], take: bool) -> bool {
-        let DeviceStore { view, in_use, counts, holders, .. } = self;
+        let DeviceStore { view, in_use, counts, extra_holders, .. } = self;
         let mut shared = false;
         for id in ids {
             let Some(device) = find_device(view, id) else { continue };
             shared |= device.node.is_none();
-            let count = holders.entry(id.clone()).or_default();
+            // A device moves only with its first holder and its last.
             let moved = if take {
-                *count += 1;
-                *count == 1
-            } else if *count > 0 {
-                *count -= 1;
-                *count == 0
-            } else {
+                let first = in_use.take_first(device);
+                if !first {
+                    *extra_holders.entry(id.clone()).or_default() += 1;
+                }
+                first
+            } else if !extra_holders.is_empty()
+                && let Some(extra) = extra_holders.get_mut(id)
+            {
+                *extra -= 1;
+                if *extra == 0 {
+                    extra_holders.remove(id);
+                }
                 false
-            };
-            if *count == 0 {
-                holders.remove(id);
-            }
-            if !moved {
-                continue;
-            }
-            if let Some(node) = &device.node {
-                counts.shift(node, id, take);
-            }
-            if take {
-                in_use.take(device);
             } else {
-                in_use.give_back(device);
+                in_use.give_back_held(device)
+            };
+            if moved && let Some(node) = &device.node {
+                counts.shift(node, id, take);
             }
         }
         shared

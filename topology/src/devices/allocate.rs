@@ -49,6 +49,28 @@ impl InUse {
     /// Marks a device and its counters as taken.
     pub fn take(&mut self, device: &Device) {
         self.devices.insert(device.id.clone());
+        self.take_counters(device);
+    }
+
+    /// Takes `device` unless it is in use already; whether it was free.
+    pub fn take_first(&mut self, device: &Device) -> bool {
+        if !self.devices.insert(device.id.clone()) {
+            return false;
+        }
+        self.take_counters(device);
+        true
+    }
+
+    /// Gives `device` back if it is in use; whether it was.
+    pub fn give_back_held(&mut self, device: &Device) -> bool {
+        if !self.devices.contains(&device.id) {
+            return false;
+        }
+        self.give_back(device);
+        true
+    }
+
+    fn take_counters(&mut self, device: &Device) {
         for ((set, counter), amount) in &device.consumes {
             let id = (device.id.driver.clone(), device.id.pool.clone(), set.clone(), counter.clone());
             let taken = self.counters.entry(id).or_default();

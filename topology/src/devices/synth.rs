@@ -19,6 +19,20 @@ pub struct SynthNode {
     pub clique: Option<String>,
 }
 
+impl SynthNode {
+    /// An HGX H100 node: 8 GPUs and 8 RDMA NICs, in no multi-node NVLink domain.
+    pub fn hgx_h100(name: impl Into<String>) -> SynthNode {
+        SynthNode { name: name.into(), gpus: 8, nics: 8, product: "NVIDIA H100 80GB HBM3".into(), clique: None }
+    }
+}
+
+/// The classes, templates and slices of HGX H100 nodes named `names`, read.
+pub fn hgx_h100_objects(names: impl IntoIterator<Item = String>) -> super::DraObjects {
+    let nodes: Vec<SynthNode> = names.into_iter().map(SynthNode::hgx_h100).collect();
+    let text = format!("{CLASSES_AND_TEMPLATES}{}", slices_yaml(&nodes));
+    super::parse_objects(&text, "synthetic HGX H100 devices").expect("made-up objects read")
+}
+
 /// DeviceClasses as the drivers install them, and the claim templates of [`TEMPLATES`].
 pub const CLASSES_AND_TEMPLATES: &str = r#"# DeviceClasses of NVIDIA's DRA GPU driver and an RDMA NIC driver.
 apiVersion: resource.k8s.io/v1

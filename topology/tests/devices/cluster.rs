@@ -89,9 +89,19 @@ fn allocation_gives_each_pod_a_gpu_and_nic_on_one_pcie_root_and_release_gives_th
     assert_eq!(cluster.free_for(c, DomainId::ROOT).gpus, 23 - 12);
     cluster.audit().unwrap();
     cluster.audit_devices().unwrap();
-    cluster.release_placement(&placement).unwrap();
+    release_all(&mut cluster, &placement, c, 23);
+}
+
+/// Releases the only gang running and checks every device is free and `class` offers `gpus`.
+pub(crate) fn release_all(
+    cluster: &mut Cluster,
+    placement: &trainyard_topology::Placement,
+    class: HostClass,
+    gpus: u64,
+) {
+    cluster.release_placement(placement).unwrap();
     assert!(cluster.devices_in_use().unwrap().devices.is_empty());
-    assert_eq!(cluster.free_for(c, DomainId::ROOT).gpus, 23);
+    assert_eq!(cluster.free_for(class, DomainId::ROOT).gpus, gpus);
     cluster.audit_devices().unwrap();
 }
 

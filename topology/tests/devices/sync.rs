@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use trainyard_topology::devices::{DeviceId, DraObjects};
 use trainyard_topology::{Cluster, DomainId, Placement};
 
-use super::cluster::{cluster, shape};
+use super::cluster::{cluster, release_all, shape};
 use super::{id, load};
 
 fn pairs_class(cluster: &mut Cluster) -> trainyard_topology::HostClass {
@@ -42,10 +42,7 @@ fn replacing_the_objects_keeps_what_gangs_hold_and_counts_again() {
     assert_eq!(pairs_class(&mut cluster), c, "the need keeps its class");
     assert_eq!(per_host(&cluster, c), before);
     cluster.audit_devices().unwrap();
-    cluster.release_placement(&placement).unwrap();
-    assert!(cluster.devices_in_use().unwrap().devices.is_empty());
-    assert_eq!(cluster.free_for(c, DomainId::ROOT).gpus, 23);
-    cluster.audit_devices().unwrap();
+    release_all(&mut cluster, &placement, c, 23);
 }
 
 #[test]
@@ -58,9 +55,8 @@ fn a_node_whose_slices_go_offers_nothing_and_its_holders_let_go_quietly() {
     let c = pairs_class(&mut cluster);
     assert_eq!(per_host(&cluster, c)["node-a"], 0);
     cluster.audit_devices().unwrap();
-    cluster.release_placement(&placement).unwrap();
-    assert!(cluster.devices_in_use().unwrap().devices.is_empty());
-    assert_eq!(cluster.free_for(c, DomainId::ROOT).gpus, 15, "node-b's 7 and node-c's 8 pairs");
+    // node-b's 7 and node-c's 8 pairs.
+    release_all(&mut cluster, &placement, c, 15);
 }
 
 #[test]
