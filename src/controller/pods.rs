@@ -33,6 +33,8 @@ pub struct PodView {
     pub has_node_selector: bool,
     /// The node it is bound to, once kube-scheduler bound it.
     pub node_name: Option<String>,
+    /// When it was created, seconds since the epoch.
+    pub created: Option<i64>,
     /// Its claims made from templates.
     pub claims: Vec<PodClaim>,
 }
@@ -138,7 +140,15 @@ mod tests {
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let gates = if gated { vec!["other".to_string(), TOPOLOGY_GATE.to_string()] } else { vec![] };
-        PodView { name: name.into(), labels, gates, has_node_selector: false, node_name: None, claims: Vec::new() }
+        PodView {
+            name: name.into(),
+            labels,
+            gates,
+            has_node_selector: false,
+            node_name: None,
+            created: None,
+            claims: Vec::new(),
+        }
     }
 
     #[test]

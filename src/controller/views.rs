@@ -55,6 +55,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
             .unwrap_or_default(),
         has_node_selector: spec.is_some_and(|s| s.node_selector.is_some()),
         node_name: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+        created: pod.metadata.creation_timestamp.as_ref().map(|t| t.0.as_second()),
         claims: pod_claims(pod),
     }
 }

@@ -487,9 +487,21 @@ impl Planner<'_, '_> {
         if self.on_slurm(Some(record)) {
             return self.slurm_admitted(record);
         }
+        // The clock starts at admission, and again whenever unbound pods are made anew (a JobSet
+        // restart, pods of a lost node recreated): only a gang stuck that long times out.
+        let since = self
+            .inp
+            .pods
+            .iter()
+            .filter(|p| p.node_name.is_none())
+            .filter_map(|p| p.created)
+            .fold(i64::try_from(record.at).unwrap_or(i64::MAX), i64::max);
+        // A gang waiting for lost nodes to come back follows the policy's `node_loss` instead.
+        let degraded = matches!(self.inp.decision, Some(Decision::Degraded { .. }));
         if let Some(limit) = self.inp.start_timeout
             && record.domain.is_none()
-            && self.inp.now.0.as_second().saturating_sub(i64::try_from(record.at).unwrap_or(i64::MAX)) > limit as i64
+            && !degraded
+            && self.inp.now.0.as_second().saturating_sub(since) > limit as i64
         {
             let bound = self.inp.pods.iter().filter(|p| p.node_name.is_some()).count();
             if bound < record.pods() as usize {

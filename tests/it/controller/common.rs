@@ -199,6 +199,7 @@ pub fn gated_pod_of(jobset: &str, rjob: &str, index: u32, has_node_selector: boo
         gates: vec![trainyard_bridges::TOPOLOGY_GATE.into()],
         has_node_selector,
         node_name: None,
+        created: None,
         claims: Vec::new(),
     }
 }

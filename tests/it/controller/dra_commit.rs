@@ -118,7 +118,7 @@ fn a_gang_that_times_out_starting_gives_back_the_claims_of_its_unbound_pods() {
     let early = Time(Timestamp::from_second(100 + 600).unwrap());
     assert!(claim_steps(&w.plan_at(early)).iter().all(|s| !s.starts_with("ReleaseClaim")));
     let late = Time(Timestamp::from_second(100 + 601).unwrap());
-    let actions = w.plan_at(late);
+    let actions = w.plan_at(late.clone());
     let steps = names(&actions);
     let releases: Vec<&String> = steps.iter().filter(|s| s.starts_with("ReleaseClaim")).collect();
     // The bound pod's claims are reserved by kube-scheduler and follow the pod; pod 3's were never made.
@@ -128,6 +128,13 @@ fn a_gang_that_times_out_starting_gives_back_the_claims_of_its_unbound_pods() {
     assert!(last_release < delete, "claims are released before their pods go: {steps:?}");
     assert!(steps.contains(&"ClearAdmission".to_string()), "{steps:?}");
     assert!(steps.contains(&"Event StartTimeout".to_string()), "{steps:?}");
+    // A gang waiting for lost nodes follows the node-loss policy instead.
+    w.decision = Some(Decision::Degraded { nodes: vec!["node-b".into()], message: "node-b NotReady".into() });
+    assert!(!names(&w.plan_at(late.clone())).iter().any(|s| s.contains("StartTimeout")));
+    w.decision = Some(Decision::Running);
+    // Pods made anew (a JobSet restart, say) start the clock again.
+    w.pods[1].created = Some(100 + 500);
+    assert!(!names(&w.plan_at(late)).iter().any(|s| s.starts_with("ReleaseClaim") || s.contains("StartTimeout")));
 }
 
 #[test]
