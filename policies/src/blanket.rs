@@ -84,7 +84,13 @@ pub(crate) fn steady_eq(a: Option<&Blanket>, b: Option<&Blanket>) -> bool {
 impl Engine {
     /// The status a pending gang the last cycle did not reach reads, when a blanket covers it.
     pub(crate) fn blanket_status(&self, gang: &GangRecord) -> Option<PendingStatus> {
-        let reason = match self.blanket.as_ref()? {
+        let blanket = self.blanket.as_ref()?;
+        if gang.unready_attempts > 0 && gang.not_before > self.last_now {
+            // Its own backoff, which a visit would have said too.
+            let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
+            return Some(PendingStatus { reason, reserved_at: None });
+        }
+        let reason = match blanket {
             Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
             Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
             // A gang that came after the cycle is not covered: its own status stands.

@@ -2,18 +2,21 @@
 //! together, so questions about the whole queue (which gangs can never run here, whether any
 //! gang left in a cycle could still start) cost one look per kind of gang, not one per gang.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
 
 use trainyard_topology::Demand;
 
 use crate::GangId;
+use crate::engine::OrderKey;
 use crate::gang_map::FastHash;
 use crate::quota_tree::QueueIdx;
 
 /// The pending gangs of one request.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Group {
-    ids: BTreeSet<GangId>,
+    /// The gangs by pending-order key: where the next one stands in the line.
+    keys: BTreeMap<OrderKey, GangId>,
     /// Runtime estimates with how many gangs have each: the shortest says whether any of them
     /// could end before a reservation.
     estimates: BTreeMap<u64, u32>,
@@ -25,6 +28,11 @@ impl Group {
     /// The shortest runtime estimate among the gangs.
     pub(crate) fn shortest(&self) -> u64 {
         self.estimates.keys().next().copied().unwrap_or(0)
+    }
+
+    /// The first of the gangs after `after` in the pending order.
+    pub(crate) fn first_after(&self, after: OrderKey) -> Option<OrderKey> {
+        self.keys.range((Bound::Excluded(after), Bound::Unbounded)).next().map(|(k, _)| *k)
     }
 
     /// The queues the gangs wait in, in index order.
@@ -53,22 +61,22 @@ pub(crate) struct ByRequest {
 }
 
 impl ByRequest {
-    pub(crate) fn insert(&mut self, demand: &Demand, id: GangId, estimate: u64, queue: QueueIdx) {
+    pub(crate) fn insert(&mut self, demand: &Demand, key: OrderKey, id: GangId, estimate: u64, queue: QueueIdx) {
         let group = self.groups.entry(demand.clone()).or_default();
-        if group.ids.insert(id) {
+        if group.keys.insert(key, id).is_none() {
             count(&mut group.estimates, estimate, true);
             count(&mut group.queues, queue, true);
         }
     }
 
-    pub(crate) fn remove(&mut self, demand: &Demand, id: GangId, estimate: u64, queue: QueueIdx) {
+    pub(crate) fn remove(&mut self, demand: &Demand, key: OrderKey, estimate: u64, queue: QueueIdx) {
         let Some(group) = self.groups.get_mut(demand) else { return };
-        if !group.ids.remove(&id) {
+        if group.keys.remove(&key).is_none() {
             return;
         }
         count(&mut group.estimates, estimate, false);
         count(&mut group.queues, queue, false);
-        if group.ids.is_empty() {
+        if group.keys.is_empty() {
             self.groups.remove(demand);
         }
     }
@@ -82,9 +90,9 @@ impl ByRequest {
         self.groups.iter()
     }
 
-    /// The pending gangs of one request, by id.
+    /// The pending gangs of one request, in pending order.
     pub(crate) fn ids(&self, demand: &Demand) -> impl Iterator<Item = GangId> + '_ {
-        self.groups.get(demand).into_iter().flat_map(|g| g.ids.iter().copied())
+        self.groups.get(demand).into_iter().flat_map(|g| g.keys.values().copied())
     }
 }
 
@@ -108,22 +116,29 @@ mod tests {
         let (a, b) = (demand(1), demand(2));
         let mut by = ByRequest::default();
         let (q0, q1) = (QueueIdx(0), QueueIdx(1));
-        by.insert(&a, GangId(1), 600, q0);
-        by.insert(&a, GangId(2), 60, q1);
-        by.insert(&a, GangId(3), 60, q1);
-        by.insert(&b, GangId(4), 900, q0);
+        let key = |n: u64| (std::cmp::Reverse(0), n, 0, n);
+        by.insert(&a, key(1), GangId(1), 600, q0);
+        by.insert(&a, key(2), GangId(2), 60, q1);
+        by.insert(&a, key(3), GangId(3), 60, q1);
+        by.insert(&b, key(4), GangId(4), 900, q0);
         let group = |by: &ByRequest, d: &Demand| {
             by.requests().find(|(x, _)| *x == d).map(|(_, g)| (g.shortest(), g.queues().collect::<Vec<_>>()))
         };
         assert_eq!(group(&by, &a), Some((60, vec![q0, q1])));
-        by.remove(&a, GangId(2), 60, q1);
+        let first_after = |by: &ByRequest, d: &Demand, n: u64| {
+            by.requests().find(|(x, _)| *x == d).and_then(|(_, g)| g.first_after(key(n)))
+        };
+        assert_eq!(first_after(&by, &a, 1), Some(key(2)));
+        assert_eq!(first_after(&by, &a, 3), None, "gang 3 is the last of its request");
+        by.remove(&a, key(2), 60, q1);
         assert_eq!(group(&by, &a), Some((60, vec![q0, q1])), "another gang still has 60, in q1");
-        by.remove(&a, GangId(3), 60, q1);
+        assert_eq!(first_after(&by, &a, 1), Some(key(3)));
+        by.remove(&a, key(3), 60, q1);
         assert_eq!(group(&by, &a), Some((600, vec![q0])));
         // Removing a gang that is not there changes nothing.
-        by.remove(&a, GangId(9), 600, q0);
+        by.remove(&a, key(9), 600, q0);
         assert_eq!(group(&by, &a), Some((600, vec![q0])));
-        by.remove(&a, GangId(1), 600, q0);
+        by.remove(&a, key(1), 600, q0);
         assert_eq!(by.requests().count(), 1, "an empty group is dropped");
         assert_eq!(by.ids(&b).collect::<Vec<_>>(), vec![GangId(4)]);
     }

@@ -7,11 +7,22 @@
 //!
 //! The check runs when something it depends on changed (a request failed or was refused, or
 //! the reservation was made), not per gang.
+//!
+//! When some requests are still open, the walk passes over the gangs of settled ones in
+//! between (`next_open`): a visit to such a gang would only say again why it waits, so the
+//! gangs it passes read that reason from the blanket, and a cycle's cost follows the gangs that
+//! could start, not the length of the line. Only gangs whose visit would change nothing else
+//! are passed: their request failed or was refused (every gang of it running past the
+//! reservation), every queue they wait in has quota for them (a quota block would set a hold),
+//! and no starvation limit is set (a starving gang stops the walk).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use trainyard_topology::Demand;
+use trainyard_topology::{Demand, Resources};
+
+/// A ceiling without any limit.
+const UNLIMITED: Resources = Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX };
 
 use crate::Engine;
 use crate::blanket::{Blanket, Unstartable};
@@ -74,6 +85,53 @@ impl Engine {
             }
         }
         true
+    }
+
+    /// The pending-order key of the first gang after `after` whose visit could do more than say
+    /// again why it waits (see the module documentation), once a reservation stands; `None` when
+    /// there is none (or no reservation stands). Failures
+    /// known from earlier cycles at today's free capacity join the cycle's, so that the gangs
+    /// passed over read them from the blanket.
+    pub(crate) fn next_open(
+        &mut self,
+        walk: &mut Walk,
+        after: crate::engine::OrderKey,
+        now: u64,
+    ) -> Option<crate::engine::OrderKey> {
+        let reservation = walk.reservation.as_ref()?;
+        let epoch = self.cluster.epoch();
+        let mut next: Option<crate::engine::OrderKey> = None;
+        for (demand, group) in self.gangs.by_request().requests() {
+            let failed = walk.failed_shapes.contains_key(demand)
+                || match self.failed_at.get(demand) {
+                    Some((e, failure)) if *e == epoch => {
+                        walk.failed_shapes.insert(demand.clone(), Arc::clone(failure));
+                        true
+                    }
+                    _ => false,
+                };
+            let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
+            if failed || refused {
+                // Unlimited queues pass at once; the others take a quota check each, for a few.
+                let total = demand.total();
+                let mut checks = 0;
+                let mut has_quota = |q: crate::quota_tree::QueueIdx| {
+                    let quotas = &self.quotas;
+                    if *walk.unlimited_queues.entry(q).or_insert_with(|| quotas.ceiling(q) == UNLIMITED) {
+                        return true;
+                    }
+                    checks += 1;
+                    checks <= MAX_QUOTA_PROBES && quotas.check(q, total).is_ok()
+                };
+                if group.queues().all(&mut has_quota) {
+                    continue;
+                }
+            }
+            if let Some(first) = group.first_after(after) {
+                next = Some(next.map_or(first, |n| n.min(first)));
+            }
+        }
+        next
     }
 
     /// Ends the walk because nothing left starts; the gangs it did not reach read why.

@@ -110,7 +110,7 @@ pub struct Engine {
     pub(crate) cycle: u64,
     /// Pending gangs looked at by all cycles so far.
     visits: u64,
-    last_now: u64,
+    pub(crate) last_now: u64,
     pub(crate) blanket: Option<crate::blanket::Blanket>,
     /// Something changed that a cycle must look at (a gang came, went or stopped, capacity or
     /// quota changed); without it, and before `due`, a cycle has nothing to do.
@@ -121,6 +121,8 @@ pub struct Engine {
     ran: bool,
     /// Gangs whose decision may have changed since the caller last asked (sorted when taken).
     pub(crate) changed: crate::gang_map::GangSet,
+    /// The blanket reason of gangs a cycle did not reach moved since the caller last asked.
+    pub(crate) blanket_moved: bool,
     /// Running gangs with lost hosts, each with when it was lost.
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
     /// The cluster generation pending gangs were last checked against the empty cluster for.
@@ -184,6 +186,7 @@ impl Engine {
             last_full: None,
             ran: false,
             changed: crate::gang_map::GangSet::default(),
+            blanket_moved: false,
             lost: BTreeMap::new(),
             pruned_generation: 0,
         };
@@ -312,26 +315,35 @@ impl Engine {
         self.advance_history(now);
         self.gangs.pending_cycle().open_cycle();
         let mut order = Order::new(self.gangs.pending(), self.fair.is_some());
-        while let Some((_, id)) = order.next(self.gangs.pending(), |q| self.share(q)) {
+        let may_skip = order.may_skip() && self.lifecycle.max_wait_s.is_none();
+        while let Some((key, id)) = order.next(self.gangs.pending(), |q| self.share(q)) {
             self.visits += 1;
             if self.visit(&mut walk, id, now)? == Step::Stop {
                 break;
             }
+            if may_skip && std::mem::take(&mut walk.settled_visit) && walk.reservation.is_some() {
+                walk.passed = true;
+                match self.next_open(&mut walk, key, now) {
+                    Some(next) => order.skip_to(next),
+                    None => {
+                        self.stop_nothing_starts(&mut walk);
+                        break;
+                    }
+                }
+            }
+        }
+        if walk.passed && self.blanket.is_none() {
+            // The walk reached the end of the line: the gangs it passed over read why they wait.
+            self.stop_nothing_starts(&mut walk);
         }
         self.gangs.pending_cycle().close_cycle();
         let Walk { mut cycle, reservation, .. } = walk;
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
-            // Gangs the cycle did not reach now read another blanket reason. A gang already
-            // listed as changed needs no look at its record (one cache miss each, for up to
-            // every pending gang).
-            let (gangs, changed, now) = (&self.gangs, &mut self.changed, self.cycle);
-            for id in gangs.pending().ids() {
-                if !changed.contains(&id) && matches!(gangs[&id].state, GangState::Pending { cycle, .. } if cycle < now)
-                {
-                    changed.insert(id);
-                }
-            }
+            // Gangs the cycle did not reach now read another blanket reason. They are listed
+            // when a caller takes the changed gangs, not here: a replay never asks, and a
+            // cycle's cost must not follow the length of the queue.
+            self.blanket_moved = true;
         }
         self.cluster.reap();
         Ok(cycle)

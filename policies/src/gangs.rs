@@ -291,6 +291,16 @@ impl Engine {
     /// The gangs whose decision may have changed since the last call: submitted, started,
     /// stopped, or pending for another reason. Lets a caller follow the engine in O(changes).
     pub fn take_changed(&mut self) -> Vec<GangId> {
+        if std::mem::take(&mut self.blanket_moved) {
+            // Gangs the last cycle did not reach read the blanket reason, which moved since the
+            // last call. A gang reached since then was touched when its reason was set or kept.
+            let (gangs, changed, now) = (&self.gangs, &mut self.changed, self.cycle);
+            for id in gangs.pending().ids() {
+                if matches!(gangs[&id].state, GangState::Pending { cycle, .. } if cycle < now) {
+                    changed.insert(id);
+                }
+            }
+        }
         let mut ids: Vec<GangId> = std::mem::take(&mut self.changed).into_iter().collect();
         ids.sort_unstable();
         ids

@@ -9,6 +9,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::ops::Bound;
 
 use crate::engine::OrderKey;
 use crate::pending::Pending;
@@ -38,21 +39,27 @@ pub(crate) enum Order {
 const FIRST_CHUNK: usize = 4;
 const LAST_CHUNK: usize = 64;
 
-/// Where a walk over one map stands: the last key handed out and the next few read ahead.
-#[derive(Default)]
+/// Where a walk over one map stands: where the next read starts (after the last key handed
+/// out, or at a key skipped to) and the next few read ahead.
 pub(crate) struct Cursor {
-    after: Option<OrderKey>,
+    from: Bound<OrderKey>,
     ahead: VecDeque<(OrderKey, GangId)>,
     done: bool,
     /// Gangs the last refill read.
     chunk: usize,
 }
 
+impl Default for Cursor {
+    fn default() -> Cursor {
+        Cursor { from: Bound::Unbounded, ahead: VecDeque::new(), done: false, chunk: 0 }
+    }
+}
+
 impl Cursor {
     fn peek(&mut self, pending: &Pending, queue: Option<QueueIdx>) -> Option<(OrderKey, GangId)> {
         if self.ahead.is_empty() && !self.done {
             self.chunk = (self.chunk * 2).clamp(FIRST_CHUNK, LAST_CHUNK);
-            pending.fill(queue, self.after, &mut self.ahead, self.chunk);
+            pending.fill(queue, self.from, &mut self.ahead, self.chunk);
             self.done = self.ahead.is_empty();
         }
         self.ahead.front().copied()
@@ -60,7 +67,17 @@ impl Cursor {
 
     fn advance(&mut self) {
         if let Some((k, _)) = self.ahead.pop_front() {
-            self.after = Some(k);
+            self.from = Bound::Excluded(k);
+        }
+    }
+
+    /// Goes on from `key` (ahead of the cursor): the gangs before it are passed over.
+    fn skip_to(&mut self, key: OrderKey) {
+        while self.ahead.front().is_some_and(|&(k, _)| k < key) {
+            self.ahead.pop_front();
+        }
+        if self.ahead.is_empty() && !self.done {
+            self.from = Bound::Included(key);
         }
     }
 }
@@ -124,6 +141,22 @@ impl Order {
     }
 }
 
+impl Order {
+    /// Whether the walk may pass over gangs ([`Order::skip_to`]): in priority-then-submission
+    /// order only, where the gangs of a request stand in the same order as in the whole line.
+    pub(crate) fn may_skip(&self) -> bool {
+        matches!(self, Order::Cursor(_))
+    }
+
+    /// Goes on from the gang under `key`, passing over those before it (priority-then-submission
+    /// order only; fair sharing visits every gang it reaches).
+    pub(crate) fn skip_to(&mut self, key: OrderKey) {
+        if let Order::Cursor(cursor) = self {
+            cursor.skip_to(key);
+        }
+    }
+}
+
 impl Engine {
     /// Turns fair sharing on (with an optional half-life for past usage) or off.
     pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
@@ -160,6 +193,26 @@ mod tests {
         let shares = |q: QueueIdx| if q.0 == 0 { 500 } else { 100 };
         let picked: Vec<u64> = std::iter::from_fn(|| order.next(&pending, shares)).map(|(_, id)| id.0).collect();
         assert_eq!(picked, vec![3, 2, 1]);
+    }
+
+    #[test]
+    fn a_cursor_skips_to_a_key_ahead_whether_read_ahead_or_not() {
+        let mut pending = Pending::default();
+        let key = |submit: u64| (std::cmp::Reverse(0), submit, 0, submit);
+        for n in 1..=200 {
+            pending.insert(key(n), GangId(n), QueueIdx(0));
+        }
+        let mut order = Order::new(&pending, false);
+        assert!(order.may_skip());
+        assert_eq!(order.next(&pending, |_| 0).map(|(_, id)| id), Some(GangId(1)));
+        // Within what the cursor read ahead.
+        order.skip_to(key(3));
+        assert_eq!(order.next(&pending, |_| 0).map(|(_, id)| id), Some(GangId(3)));
+        // Far beyond it.
+        order.skip_to(key(150));
+        let rest: Vec<u64> = std::iter::from_fn(|| order.next(&pending, |_| 0)).map(|(_, id)| id.0).collect();
+        assert_eq!(rest, (150..=200).collect::<Vec<_>>());
+        assert!(!Order::new(&pending, true).may_skip());
     }
 
     #[test]

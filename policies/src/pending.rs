@@ -77,18 +77,17 @@ impl Pending {
         self.returned.clear();
     }
 
-    /// Refills `buf` with the next `chunk` gangs after `after` (from the start when `None`) that
+    /// Refills `buf` with the next `chunk` gangs from `from` on that
     /// were pending when the cycle began, over all queues or within `queue`. Read in chunks: a gang
     /// ahead of the cursor leaves the maps only once visited, and one that enters is a returned
     /// gang the cycle skips, so a chunk stays true while it is served.
     pub(crate) fn fill(
         &self,
         queue: Option<QueueIdx>,
-        after: Option<OrderKey>,
+        from: Bound<OrderKey>,
         buf: &mut VecDeque<(OrderKey, GangId)>,
         chunk: usize,
     ) {
-        let from = after.map_or(Bound::Unbounded, Bound::Excluded);
         let fresh = |&(_, id): &(OrderKey, GangId)| !self.returned_now(id);
         match queue {
             None => buf.extend(

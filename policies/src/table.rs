@@ -240,7 +240,7 @@ impl GangTable {
             match gang.state {
                 GangState::Pending { .. } => {
                     gang.demand = demand;
-                    self.by_request.insert(&gang.demand, *id, gang.estimate, queue);
+                    self.by_request.insert(&gang.demand, order_key(gang), *id, gang.estimate, queue);
                 }
                 GangState::Running { .. } => {
                     self.running_by_queue.entry(queue).or_default().insert((gang.request.priority, *id));
@@ -258,14 +258,14 @@ impl GangTable {
             } else {
                 self.pending_by_size.insert(size_key(id, &record.request));
             }
-            self.by_request.insert(&record.demand, id, record.estimate, record.queue);
+            self.by_request.insert(&record.demand, order_key(record), id, record.estimate, record.queue);
         } else {
             if record.gpus == 0 {
                 self.pending_without_gpus -= 1;
             } else {
                 self.pending_by_size.remove(&size_key(id, &record.request));
             }
-            self.by_request.remove(&record.demand, id, record.estimate, record.queue);
+            self.by_request.remove(&record.demand, order_key(record), record.estimate, record.queue);
             self.backoffs.remove(&(record.not_before, id));
         }
     }

@@ -29,6 +29,14 @@ pub(crate) struct Walk {
     pub(crate) stop: crate::early_stop::StopCheck,
     /// Placements found since the free capacity last changed.
     pub(crate) placed: crate::placed::Placed,
+    /// The last gang visited only heard again why it waits (its request failed or was refused):
+    /// the gangs after it may be passed over up to the next one that could start.
+    pub(crate) settled_visit: bool,
+    /// Gangs were passed over: they read their reason from the blanket.
+    pub(crate) passed: bool,
+    /// Queues whose quota is unlimited (their ceiling is), so that passing over their gangs
+    /// needs no quota check.
+    pub(crate) unlimited_queues: BTreeMap<QueueIdx, bool>,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -43,6 +51,9 @@ impl Walk {
             holds: Holds::default(),
             stop: Default::default(),
             placed: Default::default(),
+            settled_visit: false,
+            passed: false,
+            unlimited_queues: BTreeMap::new(),
             cycle,
         }
     }
@@ -89,6 +100,7 @@ impl Engine {
         let end = now.saturating_add(gang.estimate);
         if let Some(reason) = walk.reservation.as_ref().and_then(|r| r.refuses(&request, end)) {
             self.set_status(id, reason, None);
+            walk.settled_visit = true;
             return Ok(Step::Next);
         }
         let epoch = self.cluster.epoch();
@@ -238,6 +250,7 @@ impl Engine {
         if (!was_known || reserved_at.is_some()) && self.nothing_left_starts(walk, now) {
             return Ok(self.stop_nothing_starts(walk));
         }
+        walk.settled_visit = was_known && walk.reservation.is_some();
         Ok(Step::Next)
     }
 

@@ -144,3 +144,46 @@ fn gangs_whose_queue_has_no_quota_left_read_the_quota_that_blocks_them() {
     let started: Vec<u64> = e.schedule(10).unwrap().admitted.iter().map(|a| a.id.0).collect();
     assert_eq!(started, vec![3]);
 }
+
+#[test]
+fn the_walk_passes_over_refused_gangs_to_the_next_one_that_could_start() {
+    let mut e = busy();
+    // A long line of one shape the reservation refuses (they would hold the free host past 100)...
+    for id in 2..=60 {
+        e.submit(gang(id, 1, 1, 1000)).unwrap();
+    }
+    // ...and behind it a half-host gang that ends before the reservation: it must start.
+    let mut short = gang(61, 2, 1, 10);
+    short.shape = GangShape::single(1, Resources::gpus(4), TopologyRequest::Unconstrained);
+    e.submit(short).unwrap();
+    let before = e.visits();
+    let cycle = e.schedule(2).unwrap();
+    assert_eq!(cycle.admitted.iter().map(|a| a.id.0).collect::<Vec<_>>(), vec![61]);
+    assert!(e.visits() - before <= 4, "{} visits: the refused gangs are passed over", e.visits() - before);
+    let changed = e.take_changed();
+    for id in 2..=60 {
+        assert_eq!(
+            e.pending_status(GangId(id)).unwrap().reason,
+            PendingReason::Reservation { holder: GangId(1), at: 100 },
+            "gang {id}"
+        );
+        assert!(changed.contains(&GangId(id)), "gang {id}");
+    }
+    // With a starvation limit the walk visits every gang (a starving one would stop it), and
+    // decides the same.
+    let mut p = PolicyConfig::builtin("easy-backfill").unwrap();
+    p.starvation.max_wait_s = Some(1_000_000);
+    let mut v = Engine::new(cluster(), p);
+    v.submit(gang(0, 0, 3, 100)).unwrap();
+    v.schedule(0).unwrap();
+    v.submit(gang(1, 1, 4, 50)).unwrap();
+    for id in 2..=60 {
+        v.submit(gang(id, 1, 1, 1000)).unwrap();
+    }
+    let mut short = gang(61, 2, 1, 10);
+    short.shape = GangShape::single(1, Resources::gpus(4), TopologyRequest::Unconstrained);
+    v.submit(short).unwrap();
+    let before = v.visits();
+    assert_eq!(v.schedule(2).unwrap().admitted.iter().map(|a| a.id.0).collect::<Vec<_>>(), vec![61]);
+    assert!(v.visits() - before > 60);
+}

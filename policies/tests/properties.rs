@@ -150,6 +150,19 @@ proptest! {
         prop_assert_eq!(first, second);
     }
 
+    /// A cycle passes over gangs whose request failed or was refused (see early_stop.rs); a
+    /// starvation limit turns that off, and one too long to be reached changes nothing else,
+    /// so both walks must give the very same schedule.
+    #[test]
+    fn passing_over_settled_gangs_changes_no_decision(
+        cluster in arb_cluster(), jobs in arb_jobs(), qa in 4u64..=64, qb in 4u64..=64,
+    ) {
+        let passing = policy(true, (qa, qb));
+        let mut visiting = passing.clone();
+        visiting.starvation.max_wait_s = Some(u64::MAX / 2);
+        prop_assert_eq!(run(&cluster, &passing, &jobs)?, run(&cluster, &visiting, &jobs)?);
+    }
+
     #[test]
     fn with_exact_estimates_no_reserved_gang_starts_late(cluster in arb_cluster(), jobs in arb_jobs(), qa in 4u64..=64, qb in 4u64..=64) {
         // Priorities would let later arrivals overtake a holder; the guarantee is for one class.

@@ -49,8 +49,7 @@ impl CostModel {
     /// Cost of a placement given as `(host, pods)` pairs, on the free capacity before it.
     pub fn cost(&self, topo: &Topology, free: &[Resources], pod: Resources, per_host: &[(HostId, u32)]) -> u64 {
         let h = topo.host_depth();
-        let spans = Spans::of(topo, per_host.iter().map(|&(host, _)| host));
-        let domains: u64 = (1..h).map(|d| self.weight(d, h) * u64::from(spans.at(d))).sum();
+        let domains = self.domains_cost(topo, per_host.iter().map(|&(host, _)| host), per_host.len());
         let hosts: u64 = per_host
             .iter()
             .map(|&(host, k)| {
@@ -61,12 +60,22 @@ impl CostModel {
         domains + hosts
     }
 
+    /// The domains part of a cost: each level's weight times the domains used there. A gang on
+    /// one host (most gangs) uses one domain per level, which needs no counting.
+    fn domains_cost(&self, topo: &Topology, hosts: impl IntoIterator<Item = HostId>, distinct: usize) -> u64 {
+        let h = topo.host_depth();
+        if distinct == 1 {
+            return (1..h).map(|d| self.weight(d, h)).sum();
+        }
+        let spans = Spans::of(topo, hosts);
+        (1..h).map(|d| self.weight(d, h) * u64::from(spans.at(d))).sum()
+    }
+
     /// Cost of a placement given as `(host, what its pods take there)` pairs, on the free
     /// capacity before it: [`CostModel::cost`] for pods of several shapes.
     pub fn usage_cost(&self, topo: &Topology, free: &[Resources], per_host: &[(HostId, Resources)]) -> u64 {
         let h = topo.host_depth();
-        let spans = Spans::of(topo, per_host.iter().map(|&(host, _)| host));
-        let domains: u64 = (1..h).map(|d| self.weight(d, h) * u64::from(spans.at(d))).sum();
+        let domains = self.domains_cost(topo, per_host.iter().map(|&(host, _)| host), per_host.len());
         let hosts: u64 = per_host
             .iter()
             .map(|&(host, used)| self.host_cost(free[topo.host_domain(host).0 as usize], used, 1, h))
