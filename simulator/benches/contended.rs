@@ -4,9 +4,11 @@
 //! strict FIFO, in Python) on the same trace and GPU count, in the same run.
 //!
 //! Run with `cargo bench -p trainyard-simulator --bench contended` (`-- --quick`: the shipped
-//! 3,000-job excerpt instead of `../shared/traces/philly/philly.csv`). Prints each replay's wall
-//! time (after parsing), the ratios EASY / FIFO and trainyard / Python, the queueing delays each
-//! gives, and peak resident memory.
+//! 3,000-job excerpt instead of `../shared/traces/philly/philly.csv`; `-- --only demo`: one
+//! cluster's replays). Prints each replay's wall time (after parsing, the best of three), the
+//! ratios EASY / FIFO and trainyard / Python, the queueing delays each gives, the pending gangs
+//! a cycle looks at, a digest of every job's fate (equal digests: the same replay, to compare
+//! builds), and peak resident memory.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -131,7 +133,9 @@ fn main() {
         .expect("valid trace")
         .jobs;
     println!("# Contended replays: {} jobs of {name}", jobs.len());
-    let only = std::env::var("ONLY").ok();
+    // `--only NAME`: one cluster's replays (to profile one of them).
+    let args: Vec<String> = std::env::args().collect();
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     for (cluster_name, policies) in [("demo", &["fifo", "easy-backfill"][..]), ("philly-2490", &["fifo"][..])] {
         if only.as_deref().is_some_and(|o| o != cluster_name) {
             continue;

@@ -104,8 +104,9 @@ impl Cluster {
             return;
         }
         let path = self.path_of(host);
+        let path = path.as_slice();
         if before.free != after.free {
-            for &d in &path {
+            for &d in path {
                 let f = &mut self.free[d as usize];
                 *f = f
                     .checked_sub(&before.free)
@@ -114,14 +115,16 @@ impl Cluster {
             }
         }
         let devices = self.devices.as_deref_mut();
-        self.classes.host_changed(host, before, after, attrs_changed, &path, &self.topo, &self.hosts, devices);
+        self.classes.host_changed(host, before, after, attrs_changed, path, &self.topo, &self.hosts, devices);
         if !before.free.covers(&after.free) || (after.usable && !before.usable) || attrs_changed {
             self.epoch += 1;
         }
     }
 
-    fn path_of(&self, host: HostId) -> Vec<u32> {
-        let mut path = Vec::with_capacity(usize::from(self.topo.host_depth()) + 1);
+    /// The domains from the host up to the root. Kept on the stack: every allocation and
+    /// release of a gang moves each of its hosts' paths.
+    fn path_of(&self, host: HostId) -> DomainPath {
+        let mut path = DomainPath { inline: [0; INLINE_DEPTH], len: 0, spilled: Vec::new() };
         let mut at = Some(self.topo.host_domain(host));
         while let Some(d) = at {
             path.push(d.0);
@@ -416,5 +419,52 @@ impl Cluster {
 
     pub(super) fn check_open_txns(&self) {
         debug_assert_eq!(self.open_txns, 0, "the cluster changes between transactions, never inside one");
+    }
+}
+
+/// Domains a path holds without a heap allocation; deeper trees spill to the heap.
+const INLINE_DEPTH: usize = 12;
+
+/// A host's path of domains, host first.
+struct DomainPath {
+    inline: [u32; INLINE_DEPTH],
+    len: usize,
+    spilled: Vec<u32>,
+}
+
+impl DomainPath {
+    fn push(&mut self, d: u32) {
+        if self.len < INLINE_DEPTH && self.spilled.is_empty() {
+            self.inline[self.len] = d;
+            self.len += 1;
+        } else {
+            if self.spilled.is_empty() {
+                self.spilled.extend_from_slice(&self.inline[..self.len]);
+            }
+            self.spilled.push(d);
+        }
+    }
+
+    fn as_slice(&self) -> &[u32] {
+        if self.spilled.is_empty() { &self.inline[..self.len] } else { &self.spilled }
+    }
+}
+
+#[cfg(test)]
+mod path_tests {
+    use super::*;
+
+    #[test]
+    fn a_path_deeper_than_the_inline_room_spills_whole_and_in_order() {
+        let mut path = DomainPath { inline: [0; INLINE_DEPTH], len: 0, spilled: Vec::new() };
+        for d in 0..INLINE_DEPTH as u32 {
+            path.push(d);
+        }
+        assert_eq!(path.as_slice(), (0..INLINE_DEPTH as u32).collect::<Vec<_>>().as_slice());
+        path.push(99);
+        path.push(100);
+        let mut want: Vec<u32> = (0..INLINE_DEPTH as u32).collect();
+        want.extend([99, 100]);
+        assert_eq!(path.as_slice(), want.as_slice());
     }
 }

@@ -117,16 +117,23 @@ pub struct Placement {
 impl Placement {
     /// `(host, pods on it)`, sorted by host.
     pub fn per_host(&self) -> Vec<(HostId, u32)> {
+        fn group(hosts: &[HostId]) -> Vec<(HostId, u32)> {
+            let mut out: Vec<(HostId, u32)> = Vec::with_capacity(hosts.len().min(8));
+            for &h in hosts {
+                match out.last_mut() {
+                    Some((last, n)) if *last == h => *n += 1,
+                    _ => out.push((h, 1)),
+                }
+            }
+            out
+        }
+        // Most placements list their hosts in order already: no copy to sort then.
+        if self.hosts.is_sorted() {
+            return group(&self.hosts);
+        }
         let mut hosts = self.hosts.clone();
         hosts.sort_unstable();
-        let mut out: Vec<(HostId, u32)> = Vec::new();
-        for h in hosts {
-            match out.last_mut() {
-                Some((last, n)) if *last == h => *n += 1,
-                _ => out.push((h, 1)),
-            }
-        }
-        out
+        group(&hosts)
     }
 
     /// The optimality gap (`cost - lower bound`), when a bound is known.
