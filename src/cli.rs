@@ -46,7 +46,8 @@ Flags of `trainyard place` (see `trainyard place --help`): the cluster flags abo
 Flags of `trainyard compare`: the cluster flags above and --trace --format --policy
   --estimates --slowdown --out
 Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival
-  --gpus-per-host --rack-level --format csv|jsonl --out FILE";
+  --gpus-per-host --rack-level --format csv|jsonl --out FILE
+Flags of `trainyard sweep FILE`: --out-dir DIR --jobs N --fresh --quiet";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -60,6 +61,9 @@ enum Command {
     /// Compare placement policies on one trace: per gang on the same free capacity, and in
     /// a full replay each.
     Compare(crate::compare::CompareArgs),
+    /// Replay every variation a sweep file lists (clusters, policies, load, estimate error,
+    /// seeds) in parallel, resumably, and compare them with confidence intervals across seeds.
+    Sweep(crate::sweep_cmd::SweepArgs),
     /// Print the CustomResourceDefinitions trainyard uses (its Queue and Topology, and Kubeflow
     /// Trainer's kinds for clusters without Trainer), or write one file per CRD into a folder.
     Crds(CrdsArgs),
@@ -216,6 +220,7 @@ impl Cli {
             Command::Place(args) => crate::place::run(&args),
             Command::Trace(TraceCommand::Synth(args)) => crate::synth::run(&args),
             Command::Compare(args) => crate::compare::run(&args),
+            Command::Sweep(args) => crate::sweep_cmd::run(&args),
             Command::Crds(args) => run_crds(&args),
             Command::Controller(args) => crate::controller_cmd::run_controller(&args),
             Command::Render(args) => crate::render_cmd::run(&args),

@@ -9,6 +9,7 @@ mod place;
 mod render_cmd;
 mod simulate;
 mod slurm_cmd;
+mod sweep_cmd;
 mod synth;
 
 use clap::Parser;

@@ -41,7 +41,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     };
     let estimates = args.replay.estimates.into();
     let explain = explain_indices(&args.explain, &trace.jobs)?;
-    let bar = progress_bar(args.quiet, trace.jobs.len() as u64);
+    let bar =
+        progress_bar(args.quiet, trace.jobs.len() as u64, "replaying [{bar:40}] {pos}/{len} jobs {msg} ({elapsed})");
     let mut on_progress = |p: Progress| {
         bar.set_position(p.done);
         bar.set_message(format!("t={}", trainyard_simulator::report::human_duration(p.now as f64)));
@@ -85,14 +86,15 @@ fn explain_indices(ids: &[String], jobs: &[trainyard_simulator::TraceJob]) -> Re
         .collect()
 }
 
-/// A progress bar on a terminal; hidden when stderr is not one or `--quiet` is set.
-fn progress_bar(quiet: bool, total: u64) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
+/// A progress bar on a terminal, drawn as `template` after a spinner; hidden when stderr is
+/// not one, `--quiet` is set or there is nothing to do.
+pub(crate) fn progress_bar(quiet: bool, total: u64, template: &str) -> ProgressBar {
+    if quiet || total == 0 || !std::io::stderr().is_terminal() {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} replaying [{bar:40}] {pos}/{len} jobs {msg} ({elapsed})")
+        ProgressStyle::with_template(&format!("{{spinner}} {template}"))
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );

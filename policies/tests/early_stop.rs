@@ -31,7 +31,11 @@ fn gang(id: u64, submit: u64, pods: u32, estimate: u64) -> GangRequest {
 
 /// Three hosts busy until 100; one host free; gang 1 (all four hosts) reserved at 100.
 fn busy() -> Engine {
-    let mut e = engine();
+    busy_on(engine())
+}
+
+/// [`busy`] on an engine of any policy.
+fn busy_on(mut e: Engine) -> Engine {
     e.submit(gang(0, 0, 3, 100)).unwrap();
     assert_eq!(e.schedule(0).unwrap().admitted.len(), 1);
     e.submit(gang(1, 1, 4, 50)).unwrap();
@@ -145,20 +149,24 @@ fn gangs_whose_queue_has_no_quota_left_read_the_quota_that_blocks_them() {
     assert_eq!(started, vec![3]);
 }
 
-#[test]
-fn the_walk_passes_over_refused_gangs_to_the_next_one_that_could_start() {
-    let mut e = busy();
-    // A long line of one shape the reservation refuses (they would hold the free host past 100)...
+/// A long line of one shape the reservation refuses (they would hold the free host past 100),
+/// and behind it a half-host gang that ends before the reservation.
+fn long_line_then_a_short_gang(e: &mut Engine) {
     for id in 2..=60 {
         e.submit(gang(id, 1, 1, 1000)).unwrap();
     }
-    // ...and behind it a half-host gang that ends before the reservation: it must start.
     let mut short = gang(61, 2, 1, 10);
     short.shape = GangShape::single(1, Resources::gpus(4), TopologyRequest::Unconstrained);
     e.submit(short).unwrap();
+}
+
+#[test]
+fn the_walk_passes_over_refused_gangs_to_the_next_one_that_could_start() {
+    let mut e = busy();
+    long_line_then_a_short_gang(&mut e);
     let before = e.visits();
     let cycle = e.schedule(2).unwrap();
-    assert_eq!(cycle.admitted.iter().map(|a| a.id.0).collect::<Vec<_>>(), vec![61]);
+    assert_eq!(cycle.admitted.iter().map(|a| a.id.0).collect::<Vec<_>>(), vec![61], "the short gang starts");
     assert!(e.visits() - before <= 4, "{} visits: the refused gangs are passed over", e.visits() - before);
     let changed = e.take_changed();
     for id in 2..=60 {
@@ -173,16 +181,8 @@ fn the_walk_passes_over_refused_gangs_to_the_next_one_that_could_start() {
     // decides the same.
     let mut p = PolicyConfig::builtin("easy-backfill").unwrap();
     p.starvation.max_wait_s = Some(1_000_000);
-    let mut v = Engine::new(cluster(), p);
-    v.submit(gang(0, 0, 3, 100)).unwrap();
-    v.schedule(0).unwrap();
-    v.submit(gang(1, 1, 4, 50)).unwrap();
-    for id in 2..=60 {
-        v.submit(gang(id, 1, 1, 1000)).unwrap();
-    }
-    let mut short = gang(61, 2, 1, 10);
-    short.shape = GangShape::single(1, Resources::gpus(4), TopologyRequest::Unconstrained);
-    v.submit(short).unwrap();
+    let mut v = busy_on(Engine::new(cluster(), p));
+    long_line_then_a_short_gang(&mut v);
     let before = v.visits();
     assert_eq!(v.schedule(2).unwrap().admitted.iter().map(|a| a.id.0).collect::<Vec<_>>(), vec![61]);
     assert!(v.visits() - before > 60);

@@ -27,6 +27,7 @@ mod replay;
 pub mod report;
 mod series;
 pub mod slowdown;
+pub mod sweep;
 pub mod tenants;
 pub mod trace;
 

@@ -13,6 +13,7 @@ mod help;
 mod json;
 mod place;
 mod simulate;
+mod sweep;
 mod synth;
 
 use std::path::{Path, PathBuf};
