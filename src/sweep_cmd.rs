@@ -2,16 +2,18 @@
 //! point's result in the output folder (a run that stops is resumed where it stopped), and
 //! print and write the comparison.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use trainyard_simulator::report::{Report, ReportContext};
 use trainyard_simulator::sweep::{Point, PointResult, SweepSpec, compare, vary_trace};
+use trainyard_simulator::trace::ReadOptions;
 use trainyard_simulator::{EstimateSource, ReplayOptions, replay};
 
 use crate::cluster_source::ClusterArgs;
@@ -78,11 +80,12 @@ pub fn run(args: &SweepArgs) -> Result<()> {
     let template = "sweeping [{bar:40}] {pos}/{len} points ({elapsed}, about {eta} left)";
     let bar = crate::simulate::progress_bar(args.quiet, to_run.len() as u64, template);
     let next = AtomicUsize::new(0);
+    let traces = Traces { path: trace.clone(), read: Mutex::new(BTreeMap::new()) };
     std::thread::scope(|scope| {
         for _ in 0..workers.min(to_run.len()) {
             scope.spawn(|| {
                 while let Some(&i) = to_run.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    let result = run_point(&tasks[i], &spec, trace.as_deref(), &points_dir);
+                    let result = run_point(&tasks[i], &spec, &traces, &points_dir);
                     *results[i].lock().expect("a worker panicked") = Some(result);
                     bar.inc(1);
                 }
@@ -128,12 +131,9 @@ fn default_out_dir(file: &Path) -> PathBuf {
 /// the files it reads, so that a changed input runs the point again.
 fn task(point: &Point, dir: &Path, shared: &str) -> Task {
     let cluster = (point.cluster != "demo").then(|| dir.join(&point.cluster));
-    let policy = if trainyard_policies::PolicyConfig::builtin(&point.policy).is_some() {
-        point.policy.clone()
-    } else {
-        dir.join(&point.policy).display().to_string()
-    };
-    let policy_file = trainyard_policies::PolicyConfig::builtin(&policy).is_none().then(|| PathBuf::from(&policy));
+    let builtin = trainyard_policies::BUILTIN_POLICIES.contains(&point.policy.as_str());
+    let policy_file = (!builtin).then(|| dir.join(&point.policy));
+    let policy = policy_file.as_ref().map_or_else(|| point.policy.clone(), |f| f.display().to_string());
     let key = (|| -> Result<String> {
         let text = format!(
             "{shared}\n{}\ncluster={}\npolicy={}",
@@ -148,7 +148,27 @@ fn task(point: &Point, dir: &Path, shared: &str) -> Task {
 }
 
 /// One point's replay; its result is kept under its key.
-fn run_point(task: &Task, spec: &SweepSpec, trace: Option<&Path>, points_dir: &Path) -> Result<PointResult, String> {
+/// The sweep's trace, read once per way of reading it (multi-host gangs are shaped by the
+/// cluster's largest host), however many points share it.
+struct Traces {
+    path: Option<PathBuf>,
+    read: Mutex<BTreeMap<u32, Arc<inputs::LoadedTrace>>>,
+}
+
+impl Traces {
+    fn get(&self, format: Option<&str>, options: &ReadOptions) -> Result<Arc<inputs::LoadedTrace>> {
+        // Held while reading: points that need the same reading wait for it instead of repeating it.
+        let mut read = self.read.lock().map_err(|_| anyhow!("a worker panicked"))?;
+        if let Some(loaded) = read.get(&options.gpus_per_host) {
+            return Ok(Arc::clone(loaded));
+        }
+        let loaded = Arc::new(inputs::load_trace(self.path.as_deref(), format, options)?);
+        read.insert(options.gpus_per_host, Arc::clone(&loaded));
+        Ok(loaded)
+    }
+}
+
+fn run_point(task: &Task, spec: &SweepSpec, traces: &Traces, points_dir: &Path) -> Result<PointResult, String> {
     let key = task.key.clone()?;
     let go = || -> Result<PointResult> {
         let point = &task.point;
@@ -166,7 +186,7 @@ fn run_point(task: &Task, spec: &SweepSpec, trace: Option<&Path>, points_dir: &P
             policy.placement = placement;
         }
         let topo = cluster.topology();
-        let loaded = inputs::load_trace(trace, spec.format.as_deref(), &inputs::read_options(topo, false))?;
+        let loaded = traces.get(spec.format.as_deref(), &inputs::read_options(topo, false))?;
         let jobs = vary_trace(&loaded.jobs, point.load, point.estimate_error, point.seed);
         let estimates = if spec.actual_estimates && point.estimate_error == 0.0 {
             EstimateSource::Actual
@@ -177,8 +197,8 @@ fn run_point(task: &Task, spec: &SweepSpec, trace: Option<&Path>, points_dir: &P
             cluster: topo.name().to_string(),
             cluster_gpus: cluster.total_capacity().gpus,
             cluster_hosts: topo.host_count() as u64,
-            trace: loaded.name,
-            trace_format: loaded.format,
+            trace: loaded.name.clone(),
+            trace_format: loaded.format.clone(),
             policy: policy.name.clone(),
             skipped_rows: 0,
         };

@@ -314,3 +314,41 @@ fn a_template_that_is_missing_makes_the_job_unschedulable_naming_it() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_claim_gang_keeps_off_a_tainted_dra_node_it_does_not_tolerate() {
+    let mut nodes = dra_nodes(&["n0", "n1", "n2"]);
+    nodes[0] = tainted(nodes[0].clone(), "dedicated", "vision", "NoSchedule");
+    let mut live =
+        start_with(&nodes, &[], &[claim_job("g1", 2, "node-8gpu-8nic", 0)], &Dra::of(&["n0", "n1", "n2"]), T0);
+    live.cycle(T0);
+    let record = admitted(&live, "g1");
+    let mut hosts: Vec<&str> = record.slots();
+    hosts.sort();
+    assert_eq!(hosts, vec!["n1", "n2"]);
+    for devices in gpus_of(&record).values() {
+        assert!(devices.iter().all(|d| !d.starts_with("n0/")), "no device of the tainted node: {devices:?}");
+    }
+}
+
+#[test]
+fn devices_of_a_node_lost_under_a_running_claim_gang_stay_held() {
+    let nodes = dra_nodes(&["n0", "n1"]);
+    let mut live = start_with(&nodes, &[], &[claim_job("g1", 2, "node-8gpu-8nic", 0)], &Dra::of(&["n0", "n1"]), T0);
+    live.cycle(T0);
+    admitted(&live, "g1");
+    let held = |l: &Live| l.scheduling_loop().engine().cluster().devices_in_use().unwrap().devices.len();
+    assert_eq!(held(&live), 32);
+    // n1 is cordoned, then goes: g1 still runs there as far as anyone can tell, so its devices
+    // stay taken and a second gang gets none of them.
+    live.apply(Change::Node(Box::new(Event::Apply(cordoned(nodes[1].clone())))), T0 + 1);
+    live.apply(Change::Node(Box::new(Event::Delete(nodes[1].clone()))), T0 + 2);
+    live.apply(Change::Job(Box::new(Event::Apply(claim_job("g2", 1, "node-8gpu-8nic", 2)))), T0 + 2);
+    live.cycle(T0 + 2);
+    assert_eq!(held(&live), 32, "g1's devices are all still held");
+    assert!(
+        !matches!(decision(&live, "g2"), Some(Decision::Admit(_))),
+        "no node has devices left for g2: {:?}",
+        decision(&live, "g2")
+    );
+}

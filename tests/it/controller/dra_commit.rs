@@ -60,6 +60,11 @@ fn world(devices: DeviceCommit, pods: Vec<PodView>) -> World {
     w
 }
 
+/// A claim as the server answers an apply: its identity only.
+fn claim_object(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": "ml"}})
+}
+
 fn claim_steps(actions: &[Action]) -> Vec<String> {
     names(actions)
         .into_iter()
@@ -161,8 +166,7 @@ async fn an_allocation_is_the_finalizer_then_the_status_then_the_gate() {
         })
         .collect();
     let claim = "llm-dra-node-0-0-rdma-x7k2p";
-    let ok = |body: serde_json::Value| (StatusCode::OK, body);
-    let claim_object = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": claim, "namespace": "ml"}});
+    let claim_object = claim_object(claim);
     let (client, verifier) = scenario(
         "allocate-then-ungate",
         vec![
@@ -172,7 +176,7 @@ async fn an_allocation_is_the_finalizer_then_the_status_then_the_gate() {
                     "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                     "metadata": {"name": claim, "namespace": "ml", "finalizers": ["resource.kubernetes.io/delete-protection"]},
                 }))
-                .reply(ok(claim_object.clone()).0, claim_object.clone()),
+                .reply(StatusCode::OK, claim_object.clone()),
             expect("PATCH", format!("{CLAIMS}/{claim}/status?&force=true&fieldManager=trainyard"))
                 .content("application/apply-patch+yaml")
                 .body(json!({
@@ -223,7 +227,7 @@ async fn a_refused_allocation_leaves_the_pod_gated() {
 async fn a_release_takes_the_allocation_back_then_the_finalizer_and_a_claim_gone_is_done() {
     let w = world(DeviceCommit::Allocate, vec![]);
     let claim = "llm-dra-node-0-2-gpu-x7k2p";
-    let claim_object = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": claim, "namespace": "ml"}});
+    let claim_object = claim_object(claim);
     let (client, verifier) = scenario(
         "release",
         vec![
