@@ -14,6 +14,11 @@ Every *.lws.yaml document must
     the LeaderWorkerSet v1 spec (required fields, known fields only, types and enums), which is
     written out below because no pinned package ships the LWS schema;
   - have its leader and worker templates valid as strict v1 PodTemplates (kubernetes-validate).
+Every *.job.yaml document (a `trainyard sweep --k8s-indexed-job` golden) must
+  - be a strict batch/v1 Job (kubernetes-validate) or a ConfigMap;
+  - for an Indexed Job, carry what the API server would also demand: completions set,
+    restartPolicy Never with backoffLimitPerIndex, every volumeMount naming a volume, and every
+    ConfigMap item a key of the ConfigMap of that name in the same file.
 Both kinds have their metadata checked strictly as Kubernetes ObjectMeta. A ConfigMap beside them
 (an MPI hostfile in a `trainyard render` golden) must be a strict v1 ConfigMap.
 Prints "OK: N objects", or one line per problem (file: path: message) and exits 1.
@@ -29,6 +34,7 @@ from kubeflow_trainer_api.models import JobsetV1alpha2JobSet
 
 K8S_VERSION = "1.34"
 JOBSET_API = ("jobset.x-k8s.io/v1alpha2", "JobSet")
+JOB_API = ("batch/v1", "Job")
 LWS_API = ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
 
 INT_OR_STRING = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": r"^[0-9]+%?$"}]}
@@ -253,15 +259,45 @@ def check_lws(doc):
     return problems
 
 
+def check_job(doc, config_maps):
+    """A strict batch/v1 Job; for an Indexed one, the rules the schema cannot say (API server validation)."""
+    problems = check_kind(doc, JOB_API) + k8s_validate(doc, "as a batch/v1 Job", lambda keys: path_of("", keys))
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    pod = (spec.get("template") or {}).get("spec") or {}
+    if spec.get("completionMode") == "Indexed" and not isinstance(spec.get("completions"), int):
+        problems.append(("spec.completions", "an Indexed Job needs completions"))
+    if "backoffLimitPerIndex" in spec and pod.get("restartPolicy") != "Never":
+        problems.append(("spec.template.spec.restartPolicy", "backoffLimitPerIndex needs restartPolicy Never"))
+    volumes = {v.get("name"): v for v in pod.get("volumes") or [] if isinstance(v, dict)}
+    for c, container in enumerate(pod.get("containers") or []):
+        for m, mount in enumerate(container.get("volumeMounts") or []):
+            if mount.get("name") not in volumes:
+                problems.append((f"spec.template.spec.containers[{c}].volumeMounts[{m}]", f"no volume {mount.get('name')!r}"))
+    for name, volume in volumes.items():
+        source = volume.get("configMap")
+        if not isinstance(source, dict):
+            continue
+        where = f"spec.template.spec.volumes[{name}].configMap"
+        cm = config_maps.get(source.get("name"))
+        if cm is None:
+            problems.append((where, f"ConfigMap {source.get('name')!r} is not in the file"))
+            continue
+        keys = set(cm.get("data") or {}) | set(cm.get("binaryData") or {})
+        for item in source.get("items") or []:
+            if item.get("key") not in keys:
+                problems.append((where, f"item key {item.get('key')!r} is not in ConfigMap {source.get('name')!r}"))
+    return problems
+
+
 def main(argv):
     if len(argv) < 2:
         print(__doc__.strip().splitlines()[2], file=sys.stderr)
         return 2
     files = []
     for root in map(Path, argv[1:]):
-        found = sorted(root.glob("*.jobset.yaml")) + sorted(root.glob("*.lws.yaml"))
+        found = sorted(root.glob("*.jobset.yaml")) + sorted(root.glob("*.lws.yaml")) + sorted(root.glob("*.job.yaml"))
         if not found:
-            print(f"{root}: no *.jobset.yaml or *.lws.yaml files to check")
+            print(f"{root}: no *.jobset.yaml, *.lws.yaml or *.job.yaml files to check")
             return 1
         files += found
     checked, problems = 0, []
@@ -271,7 +307,15 @@ def main(argv):
         except (OSError, yaml.YAMLError) as err:
             problems.append(f"{file}: {err}")
             continue
-        check = check_lws if file.name.endswith(".lws.yaml") else check_jobset
+        config_maps = {
+            (d.get("metadata") or {}).get("name"): d for d in docs if isinstance(d, dict) and d.get("kind") == "ConfigMap"
+        }
+        if file.name.endswith(".lws.yaml"):
+            check = check_lws
+        elif file.name.endswith(".job.yaml"):
+            check = lambda doc: check_job(doc, config_maps)  # noqa: E731
+        else:
+            check = check_jobset
         for number, doc in enumerate(docs):
             where = f"{file}" if len(docs) == 1 else f"{file} (document {number + 1})"
             if not isinstance(doc, dict):

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The project's whole test suite, as CI runs it: formatting, lints, the dependency rule of the
 # sans-IO core, every test of every crate, and the offline Kubernetes manifest checks (Helm chart
-# lint/render/validation and rendered JobSets/LeaderWorkerSets against upstream schemas), the
-# chart's Grafana dashboard against Grafana's published dashboard schema, and the Slurm bridge
-# against a real local Slurm. Needs the Rust toolchain (cargo with rustfmt and clippy), python3
-# and node with npm; it installs the pinned Python tools into target/pyenv (scripts/python-env.sh),
-# the pinned npm packages into target/dashboard-env (scripts/dashboard-env.sh) and, on Debian, the
-# Slurm packages (scripts/slurm/start.sh, as root or through sudo) on first use.
+# lint/render/validation, rendered JobSets/LeaderWorkerSets and the sweep's Indexed Job against
+# upstream schemas), the chart's Grafana dashboard against Grafana's published dashboard schema,
+# and the Slurm bridge (and sweeps run as Slurm job arrays) against a real local Slurm. Needs the
+# Rust toolchain (cargo with rustfmt and clippy), python3 and node with npm; it installs the pinned
+# Python tools into target/pyenv (scripts/python-env.sh), the pinned npm packages into
+# target/dashboard-env (scripts/dashboard-env.sh) and, on Debian, the Slurm packages
+# (scripts/slurm/start.sh, as root or through sudo) and Chromium for the HTML reports
+# (scripts/chromium.sh) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -46,8 +48,12 @@ step "Python tools for the manifest checks (scripts/python-env.sh)"
 py=$(bash scripts/python-env.sh)
 echo "$py"
 
-step "rendered JobSets and LeaderWorkerSets against the upstream schemas"
-"$py" scripts/check_workloads.py bridges/tests/golden tests/golden/render
+step "rendered JobSets, LeaderWorkerSets and the sweep's Indexed Job against the upstream schemas"
+"$py" scripts/check_workloads.py bridges/tests/golden tests/golden/render tests/golden/sweep
+if "$py" scripts/check_workloads.py scripts/testdata/workloads >/dev/null; then
+  echo "check_workloads.py accepted scripts/testdata/workloads/bad.job.yaml" >&2
+  exit 1
+fi
 
 step "trainyard's CRDs are structural; the Kubernetes examples and fixtures obey them"
 "$py" scripts/check_examples.py charts/trainyard/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml tests/fixtures/render/*.yaml
@@ -64,15 +70,17 @@ step "Grafana dashboard against Grafana's dashboard schema"
 # the lint, and the proof that both reject scripts/testdata/dashboard/bad.json.
 bash scripts/check-dashboard.sh
 
-step "Slurm bridge and the controller's Slurm queues against a real local Slurm (scripts/slurm/with-slurm.sh)"
+step "Slurm bridge, the controller's Slurm queues and Slurm sweeps against a real local Slurm (scripts/slurm/with-slurm.sh)"
 log=$(mktemp)
 slurm_log=$(mktemp)
 trap 'rm -f "$log" "$slurm_log"' EXIT
 set +e
-# The bridge's own tests, then the controller's Slurm front end, on one local cluster.
+# The bridge's own tests, then the controller's Slurm front end and `trainyard sweep --slurm`, on
+# one local cluster.
 bash scripts/slurm/with-slurm.sh bash -c '
   cargo test -p trainyard-slurm --features client --locked --test local -- --include-ignored --test-threads=1 &&
-  cargo test -p trainyard --locked --test it controller::slurm_live -- --include-ignored --test-threads=1
+  cargo test -p trainyard --locked --test it controller::slurm_live -- --include-ignored --test-threads=1 &&
+  cargo test -p trainyard --locked --test it sweep::slurm -- --include-ignored --test-threads=1
 ' 2>&1 | tee "$slurm_log"
 slurm_status=${PIPESTATUS[0]}
 set -e
@@ -81,14 +89,33 @@ if [ "$slurm_status" -ne 0 ]; then
   exit "$slurm_status"
 fi
 
+step "HTML reports in a real headless Chromium (scripts/chromium.sh installs Debian's chromium)"
+html_log=$(mktemp)
+trap 'rm -f "$log" "$slurm_log" "$html_log"' EXIT
+CHROMIUM=$(bash scripts/chromium.sh)
+export CHROMIUM
+echo "$CHROMIUM"
+set +e
+cargo test -p trainyard --locked --test it html_report -- --include-ignored 2>&1 | tee "$html_log"
+html_status=${PIPESTATUS[0]}
+set -e
+if [ "$html_status" -ne 0 ]; then
+  echo "the HTML report tests failed" >&2
+  exit "$html_status"
+fi
+
 step "tests (cargo test --workspace)"
 set +e
 cargo test --workspace --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line over all test binaries (cargo prints one per binary, the last often a
-# doc-test run with nothing in it).
+# doc-test run with nothing in it); the Chromium tests, ignored in the workspace run, count
+# from their own run.
 cat "$slurm_log" >> "$log"
+grep -E '^test html_report::.*(renders_in_chromium) \.\.\. ok$' "$html_log" \
+  | awk '{ n++ } END { printf "test result: ok. %d passed; 0 failed; (Chromium)\n", n }' >> "$log"
+
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"

@@ -47,7 +47,8 @@ Flags of `trainyard compare`: the cluster flags above and --trace --format --pol
   --estimates --slowdown --out
 Flags of `trainyard trace synth`: --seed --jobs --tenants --mean-interarrival
   --gpus-per-host --rack-level --format csv|jsonl --out FILE
-Flags of `trainyard sweep FILE`: --out-dir DIR --jobs N --fresh --quiet";
+Flags of `trainyard sweep FILE`: --out-dir DIR --jobs N --fresh --quiet; one point per process:
+  --point N | --point-from-env VAR | --gather | --slurm | --k8s-indexed-job IMAGE";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -109,9 +110,16 @@ pub struct SimulateArgs {
     /// inside it, hosts default to 1. Runtime estimates are not changed. Default: no slowdown.
     #[arg(long, value_name = "LEVEL=FACTOR,...")]
     pub slowdown: Option<Slowdown>,
+    #[command(flatten)]
+    pub failures: FailureArgs,
     /// Write the full report as JSON to this file (byte-identical for identical inputs).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Write a self-contained HTML report (SVG charts, no network) to this file: utilisation and
+    /// the queue over time, queueing-delay CDFs per size class and tenant, fragmentation,
+    /// pending reasons, queues against their quotas.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Print, for these jobs (trace ids, comma separated), why they waited and what would have
     /// let them start, each time that changed during the replay.
     #[arg(long, value_delimiter = ',', value_name = "JOB,...")]
@@ -122,6 +130,51 @@ pub struct SimulateArgs {
     /// Print no progress bar and no table (errors still go to stderr).
     #[arg(long, short)]
     pub quiet: bool,
+}
+
+/// The optional host-failure model of `trainyard simulate`.
+#[derive(Debug, Args)]
+pub struct FailureArgs {
+    /// Hosts fail: the mean time between failures of one host (e.g. `2000h`, `90d`); failure
+    /// and repair times are drawn from exponential distributions. A gang on a failed host
+    /// crashes, keeps the work of its last checkpoint, and waits, is requeued or has the host
+    /// replaced as the policy's `node_loss` says. Default: no failures.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub mtbf: Option<u64>,
+    /// Mean time to repair a failed host.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "8h", requires = "mtbf")]
+    pub repair: u64,
+    /// Gangs checkpoint this often while they run.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "1h", requires = "mtbf")]
+    pub checkpoint_interval: u64,
+    /// Time a crashed gang spends restoring its checkpoint before it computes again.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "10m", requires = "mtbf")]
+    pub restart_cost: u64,
+    /// Seed of the failure times.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "mtbf")]
+    pub failure_seed: u64,
+}
+
+impl FailureArgs {
+    /// The model, when `--mtbf` asks for one.
+    pub fn model(&self) -> Option<trainyard_simulator::failures::FailureModel> {
+        self.mtbf.map(|mtbf_s| trainyard_simulator::failures::FailureModel {
+            mtbf_s,
+            repair_s: self.repair,
+            checkpoint_interval_s: self.checkpoint_interval,
+            restart_s: self.restart_cost,
+            seed: self.failure_seed,
+        })
+    }
+}
+
+/// A duration flag: `90`, `90s`, `30m`, `4h`, `2d` or a sum such as `1h30m`, above zero.
+fn duration(text: &str) -> Result<u64, String> {
+    match trainyard_policies::parse_duration(text) {
+        Some(0) => Err("must be longer than zero".into()),
+        Some(s) => Ok(s),
+        None => Err(format!("`{text}` is not a duration (e.g. 90s, 30m, 4h, 2d, 1h30m)")),
+    }
 }
 
 /// The trace, scheduling policy and estimates of a replay; shared by `simulate` and `compare`.

@@ -47,15 +47,26 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         bar.set_position(p.done);
         bar.set_message(format!("t={}", trainyard_simulator::report::human_duration(p.now as f64)));
     };
-    let result = replay(cluster, policy, &trace.jobs, ReplayOptions { estimates, slowdown, explain }, &mut on_progress);
+    let result = replay(
+        cluster,
+        policy,
+        &trace.jobs,
+        ReplayOptions { estimates, slowdown, explain, timeline: args.html.is_some(), failures: args.failures.model() },
+        &mut on_progress,
+    );
     bar.finish_and_clear();
     let result = result.context("replay failed")?;
     let cluster_gpus = context.cluster_gpus;
     let report = Report::new(context, &result.outcomes, cluster_gpus)
         .with_placement(PlacementSummary::of(&result))
-        .with_quota_usage(result.quota_usage.clone());
+        .with_quota_usage(result.quota_usage.clone())
+        .with_failures(result.failures.clone());
     if let Some(path) = &args.out {
         fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &args.html {
+        let page = trainyard_simulator::html::replay_page(&report, &result);
+        fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if !args.quiet {
         let mut text = report.render_table();
@@ -68,6 +79,9 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         text.push_str(&format!("\n{} events, {} scheduling cycles\n", result.events, result.cycles));
         if let Some(path) = &args.out {
             text.push_str(&format!("JSON report written to {}\n", path.display()));
+        }
+        if let Some(path) = &args.html {
+            text.push_str(&format!("HTML report written to {}\n", path.display()));
         }
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("cannot write to standard output")?;

@@ -83,7 +83,8 @@ pub struct NodesArgs {
     pub connection: Connection,
 }
 
-async fn bridge(connection: &Connection) -> Result<Bridge> {
+/// The bridge as `connection` asks: slurmrestd (JWT from the environment) or the commands.
+pub(crate) async fn bridge(connection: &Connection) -> Result<Bridge> {
     let rest = match connection.via {
         Via::Sbatch => None,
         Via::Auto | Via::Rest => match RestConfig::from_env().map_err(anyhow::Error::msg)? {

@@ -17,6 +17,7 @@ use trainyard_bridges::slurm::{
 /// (case name, fixture text); the goldens are `golden/slurm/<case>.sbatch` and `<case>.rest.json`.
 fn cases() -> Vec<(&'static str, &'static str)> {
     vec![
+        ("array", include_str!("fixtures/slurm/array.yaml")),
         ("gpu_nodelist", include_str!("fixtures/slurm/gpu_nodelist.yaml")),
         ("minimal", include_str!("fixtures/slurm/minimal.yaml")),
         ("switches", include_str!("fixtures/slurm/switches.yaml")),
@@ -205,6 +206,29 @@ fn rest_body_has_the_v0_0_38_shape() {
     assert!(
         matches!(&err, SlurmSpecError::Unsupported { gang, field, .. } if gang == "vision-ddp" && field == "placement.switches")
     );
+}
+
+#[test]
+fn an_array_is_one_job_of_many_indexed_tasks() {
+    let array = gang("array");
+    let script = render_sbatch(&array);
+    assert!(script.lines().any(|l| l == "#SBATCH --array=0,3,5-9"), "{script}");
+    assert_eq!(array.output_path(), "/shared/sweeps/helios-results/sweep-helios-%A_%a.out", "one file per task");
+    assert!(script.lines().any(|l| l == "#SBATCH --output=/shared/sweeps/helios-results/sweep-helios-%A_%a.out"));
+    assert!(script.ends_with("--point-from-env SLURM_ARRAY_TASK_ID --quiet\n"), "{script}");
+    let body = render_rest_body(&array).expect("rest");
+    assert_eq!(body["job"]["array"], "0,3,5-9");
+    assert_eq!(body["job"]["standard_output"], "/shared/sweeps/helios-results/sweep-helios-%A_%a.out");
+    assert_eq!(body["script"], script);
+    assert!(render_rest_body(&gang("minimal")).expect("rest")["job"].get("array").is_none());
+    assert!(!render_sbatch(&gang("minimal")).contains("--array"));
+
+    let err = parse_error("array: []\n");
+    assert_eq!(invalid(&err), (Some(6), "array"));
+    assert!(err.to_string().contains("no index"), "{err}");
+    let err = parse_error("array: [4, 2, 4]\n");
+    assert_eq!(invalid(&err), (Some(6), "array"));
+    assert!(err.to_string().contains("index 4 is listed twice"), "{err}");
 }
 
 #[test]

@@ -16,9 +16,11 @@
 pub mod compare;
 pub mod device_locality;
 mod error;
+pub mod failures;
 pub mod fairness;
 pub mod fragmentation;
 pub mod gpu_locality;
+pub mod html;
 pub mod job;
 pub mod metrics;
 pub mod placement;
@@ -29,6 +31,7 @@ mod series;
 pub mod slowdown;
 pub mod sweep;
 pub mod tenants;
+pub mod timeline;
 pub mod trace;
 
 pub use error::SimError;

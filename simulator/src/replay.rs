@@ -2,14 +2,16 @@
 //! with one engine cycle after each batch of simultaneous events.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 
-use trainyard_policies::{Cycle, Engine, Explanation, GangId, GangRequest, PolicyConfig, Submitted};
+use trainyard_policies::{Cycle, Engine, Explanation, GangId, GangRequest, NodeLossAction, PolicyConfig, Submitted};
 use trainyard_topology::Cluster;
 
+use crate::failures::{Change, FailureModel, FailureSummary, Failures, crash};
 use crate::fragmentation::{Fragmentation, Sample, Tracker};
 use crate::quota_usage::{QuotaUsage, UNLIMITED, UsageTracker};
 use crate::slowdown::{Slowdown, SlowdownTable};
+use crate::timeline::TimelineTracker;
 use crate::{Fate, JobOutcome, SimError, TraceJob};
 
 /// Where runtime estimates come from.
@@ -32,6 +34,10 @@ pub struct ReplayOptions {
     pub slowdown: Slowdown,
     /// Jobs (by index) whose explanation is recorded whenever it changes while they wait.
     pub explain: Vec<usize>,
+    /// Whether to keep the queue's [`crate::timeline::Timeline`] (for the HTML report).
+    pub timeline: bool,
+    /// Hosts fail and are repaired; gangs on them crash and restart from their checkpoint.
+    pub failures: Option<FailureModel>,
 }
 
 /// How far a replay has got, for progress bars.
@@ -72,6 +78,10 @@ pub struct ReplayResult {
     pub gpu_locality: Option<crate::gpu_locality::GpuLocality>,
     /// The PCIe roots each pod's DRA devices span, when pods carried claims.
     pub device_locality: Option<crate::device_locality::DeviceLocality>,
+    /// Gangs waiting and running and why they waited, over time, when asked for.
+    pub timeline: Option<crate::timeline::Timeline>,
+    /// What host failures cost, with a failure model.
+    pub failures: Option<FailureSummary>,
 }
 
 impl ReplayResult {
@@ -143,6 +153,26 @@ pub fn replay_observed(
     let mut last_explained: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
+    let first_submit = order.first().map_or(0, |&i| jobs[i].submit);
+    let mut failures = options.failures.map(|m| Failures::new(m, engine.cluster(), first_submit));
+    // Crashed gangs still holding their hosts (waiting for a repair, a spare or the grace).
+    let mut crashed: BTreeSet<usize> = BTreeSet::new();
+    // When the current run began, the restart it pays, and whether the next run pays one.
+    let mut run_from: Vec<u64> = vec![0; jobs.len()];
+    let mut restart_paid: Vec<u64> = vec![0; jobs.len()];
+    let mut needs_restart: Vec<bool> = vec![false; jobs.len()];
+    // Times the engine must look at hosts lost past the grace.
+    let mut wakes: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
+    // Failure events since a gang last started or ended: a replay whose pending gangs can never
+    // start stops instead of following failures forever.
+    let mut idle_changes: u64 = 0;
+    let idle_limit = 1_000 + 10 * engine.cluster().topology().host_count() as u64;
+    let mut last_now = first_submit;
+    let mut timeline = options.timeline.then(|| {
+        let first = order.first().map_or(0, |&i| jobs[i].submit);
+        let last = order.last().map_or(0, |&i| jobs[i].submit);
+        TimelineTracker::new(TimelineTracker::step_for_span(first, last))
+    });
     let mut next_arrival = 0;
     let (mut events, mut cycles, mut done) = (0u64, 0u64, 0u64);
     let total = jobs.len() as u64;
@@ -152,12 +182,14 @@ pub fn replay_observed(
             completions.pop();
         }
         let completion_at = completions.peek().map(|Reverse((t, _, _))| *t);
-        let now = match (arrival_at, completion_at) {
-            (None, None) => break,
-            (Some(a), None) => a,
-            (None, Some(c)) => c,
-            (Some(a), Some(c)) => a.min(c),
-        };
+        let work_remains = next_arrival < order.len() || engine.pending_len() > 0 || engine.running_len() > 0;
+        let failure_at = failures.as_ref().filter(|_| work_remains).and_then(Failures::next_at);
+        let wake_at = wakes.peek().map(|Reverse(t)| *t);
+        let Some(now) = [arrival_at, completion_at, failure_at, wake_at].into_iter().flatten().min() else { break };
+        last_now = now;
+        while wakes.peek().is_some_and(|Reverse(t)| *t <= now) {
+            wakes.pop();
+        }
         while let Some(&Reverse((t, i, g))) = completions.peek() {
             if t != now {
                 break;
@@ -172,6 +204,55 @@ pub fn replay_observed(
             fates[i] = Some(Fate::Finished { start, end: now, backfilled, span_level });
             events += 1;
             done += 1;
+            idle_changes = 0;
+        }
+        while let Some((host, change)) = failures.as_mut().and_then(|f| f.take_due(now)) {
+            let f = failures.as_mut().expect("a change came from it");
+            events += 1;
+            idle_changes += 1;
+            match change {
+                Change::Fail => {
+                    let mut victims: Vec<GangId> = engine.gangs_on(host).collect();
+                    victims.sort_unstable();
+                    engine.set_host_ready(host, false, now)?;
+                    for id in victims {
+                        let i = id.0 as usize;
+                        if !crashed.insert(i) {
+                            continue;
+                        }
+                        // The run stops computing now; what it saved at its last checkpoint stays.
+                        let (kept, lost) = crash(now - run_from[i], restart_paid[i], f.model().checkpoint_interval_s);
+                        let factor = slowdown.apply(1_000_000, starts[i].2) as f64 / 1_000_000.0;
+                        saved_work[i] = (saved_work[i] + (kept as f64 / factor) as u64).min(jobs[i].runtime);
+                        f.lost_gpu_s += u128::from(lost) * u128::from(jobs[i].gpus());
+                        f.summary.gang_interruptions += 1;
+                        generation[i] += 1;
+                        needs_restart[i] = true;
+                    }
+                    let node_loss = engine.config().node_loss;
+                    if node_loss.action != NodeLossAction::Wait {
+                        wakes.push(Reverse(now.saturating_add(node_loss.grace_s)));
+                    }
+                }
+                Change::Repair => {
+                    engine.set_host_ready(host, true, now)?;
+                    // Gangs that lost no other host run again where they were.
+                    let back: Vec<usize> =
+                        crashed.iter().copied().filter(|&i| engine.lost_hosts(GangId(i as u64)).is_empty()).collect();
+                    for i in back {
+                        crashed.remove(&i);
+                        f.summary.resumed_in_place += 1;
+                        let restart = f.model().restart_s;
+                        let depth = starts[i].2;
+                        restart_paid[i] = restart;
+                        needs_restart[i] = false;
+                        run_from[i] = now;
+                        generation[i] += 1;
+                        let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
+                        completions.push(Reverse((now.saturating_add(restart + runtime), i, generation[i])));
+                    }
+                }
+            }
         }
         while let Some(&i) = order.get(next_arrival) {
             let job = &jobs[i];
@@ -226,6 +307,38 @@ pub fn replay_observed(
                 *n += 1;
             }
         }
+        for loss in &cycle.requeued {
+            let i = loss.gang.0 as usize;
+            crashed.remove(&i);
+            generation[i] += 1;
+            if let Some(f) = &mut failures {
+                f.summary.requeued += 1;
+            }
+            if let Some(n) = pending_by_queue.get_mut(queue_of[i]) {
+                *n += 1;
+            }
+        }
+        for moved in &cycle.replaced {
+            let i = moved.gang.0 as usize;
+            // Running again once every lost host has a replacement.
+            if !engine.lost_hosts(moved.gang).is_empty() || !crashed.remove(&i) {
+                continue;
+            }
+            let f = failures.as_mut().expect("only failures lose hosts in a replay");
+            f.summary.replaced += 1;
+            let restart = f.model().restart_s;
+            let depth = engine.cluster().topology().depth(moved.placement.domain);
+            starts[i].2 = depth;
+            restart_paid[i] = restart;
+            needs_restart[i] = false;
+            run_from[i] = now;
+            generation[i] += 1;
+            let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
+            completions.push(Reverse((now.saturating_add(restart + runtime), i, generation[i])));
+        }
+        if !cycle.admitted.is_empty() {
+            idle_changes = 0;
+        }
         for admission in &cycle.admitted {
             let i = admission.id.0 as usize;
             if let Some(n) = pending_by_queue.get_mut(queue_of[i]) {
@@ -245,8 +358,13 @@ pub fn replay_observed(
             }
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
+            let restart = match &failures {
+                Some(f) if needs_restart[i] => f.model().restart_s,
+                _ => 0,
+            };
+            (run_from[i], restart_paid[i], needs_restart[i]) = (now, restart, false);
             let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
-            completions.push(Reverse((now.saturating_add(runtime), i, generation[i])));
+            completions.push(Reverse((now.saturating_add(restart + runtime), i, generation[i])));
         }
         for &i in &options.explain {
             if let Some(x) = engine.explain(GangId(i as u64)) {
@@ -259,6 +377,9 @@ pub fn replay_observed(
         }
         let smallest = if engine.pending_len() == 0 { None } else { engine.smallest_pending_gpu_gang() };
         tracker.observe(now, Sample::measure(engine.cluster(), smallest));
+        if let Some(timeline) = &mut timeline {
+            timeline.observe(now, &engine, failures.as_ref().map_or(0, Failures::down_gpus));
+        }
         if track_usage {
             debug_assert_eq!(pending_by_queue.iter().sum::<u64>(), engine.pending_len() as u64);
             usage.observe_tree(now, engine.quotas(), &pending_by_queue);
@@ -269,7 +390,9 @@ pub fn replay_observed(
         if events % PROGRESS_EVERY < 2 {
             progress(Progress { done, total, now });
         }
-        if completions.is_empty() && next_arrival == order.len() && engine.pending_len() > 0 {
+        let repairs_may_help =
+            !crashed.is_empty() || (failures.as_ref().is_some_and(Failures::any_down) && idle_changes < idle_limit);
+        if completions.is_empty() && next_arrival == order.len() && engine.pending_len() > 0 && !repairs_may_help {
             let first = engine.pending().next().expect("pending is not empty");
             let reason = engine.pending_status(first).map(|s| s.reason.to_string()).unwrap_or_default();
             return Err(SimError::Stuck { count: engine.pending_len(), first, reason });
@@ -296,5 +419,7 @@ pub fn replay_observed(
         explanations,
         gpu_locality: gpu_locality.if_any(),
         device_locality: device_locality.finish(engine.cluster()),
+        timeline: timeline.map(|t| t.finish()),
+        failures: failures.map(|f| f.finish(first_submit, last_now, engine.cluster().total_capacity().gpus)),
     })
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::failures::FailureSummary;
 use crate::fairness::TenantFairness;
 use crate::job::{Fate, JobOutcome};
 use crate::metrics::{Distribution, GroupStats, Summary};
@@ -69,6 +70,8 @@ pub struct Report {
     /// Per leaf queue, GPUs used and borrowed over time; absent unless added by
     /// [`Report::with_quota_usage`], and then the very last section of the JSON.
     pub quota_usage: Option<QuotaUsage>,
+    /// What host failures cost; absent without a failure model (and then after `quota_usage`).
+    pub failures: Option<FailureSummary>,
 }
 
 /// The JSON layout of a [`Report`].
@@ -84,6 +87,8 @@ struct VersionedReport<'a> {
     tenants: Option<&'a TenantFairness>,
     #[serde(skip_serializing_if = "Option::is_none")]
     quota_usage: Option<&'a QuotaUsage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failures: Option<&'a FailureSummary>,
 }
 
 impl Serialize for Report {
@@ -96,6 +101,7 @@ impl Serialize for Report {
             placement: self.placement.as_ref(),
             tenants: self.tenants.as_ref(),
             quota_usage: self.quota_usage.as_ref(),
+            failures: self.failures.as_ref(),
         }
         .serialize(serializer)
     }
@@ -118,7 +124,7 @@ impl Report {
             .collect();
         let tenants = TenantFairness::when_shared(outcomes, cluster_gpus);
         let summary = Summary::new(outcomes, cluster_gpus);
-        Report { context, summary, unschedulable, placement: None, tenants, quota_usage: None }
+        Report { context, summary, unschedulable, placement: None, tenants, quota_usage: None, failures: None }
     }
 
     /// The same report with a placement section.
@@ -131,6 +137,12 @@ impl Report {
     /// some queue has a finite GPU quota: [`crate::ReplayResult::quota_usage`]).
     pub fn with_quota_usage(mut self, usage: Option<QuotaUsage>) -> Self {
         self.quota_usage = usage;
+        self
+    }
+
+    /// The same report with what failures cost, when the replay had a failure model.
+    pub fn with_failures(mut self, failures: Option<FailureSummary>) -> Self {
+        self.failures = failures;
         self
     }
 
@@ -178,6 +190,10 @@ impl Report {
         }
         if let Some(tenants) = &self.tenants {
             out.push_str(&crate::fairness::render_table(tenants));
+        }
+        if let Some(failures) = &self.failures {
+            out.push('\n');
+            out.push_str(&failures.render());
         }
         if let Some(usage) = &self.quota_usage {
             out.push_str(&crate::quota_usage::render_table(usage));

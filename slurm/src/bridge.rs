@@ -1,17 +1,19 @@
 //! Submits gangs to Slurm exactly once and follows them: slurmrestd when it is configured, the
 //! commands otherwise (and always for switch constraints, which slurmrestd cannot express).
 //!
+//! Job arrays (a gang with `array`) are submitted and followed as one job of many tasks.
+//!
 //! Every job carries its gang id in its comment. Before each submission attempt the bridge looks
 //! for a job of the gang, so a retry after a lost answer, or a restarted bridge, never submits
 //! twice; a transient failure (slurmrestd or slurmctld unreachable) is retried with backoff.
 
 use std::time::Duration;
 
-use trainyard_bridges::slurm::{GangState, SlurmGang, SlurmPlacement};
+use trainyard_bridges::slurm::{GangState, SlurmGang, SlurmPlacement, SlurmSpecError};
 
 use crate::cli::CliClient;
 use crate::error::SlurmError;
-use crate::jobs::{JobInfo, find_gang};
+use crate::jobs::{ArrayView, JobInfo, find_array, find_gang};
 use crate::nodes::NodeInfo;
 use crate::rest::RestClient;
 
@@ -108,13 +110,41 @@ impl Bridge {
 
     /// Submits the gang unless Slurm already has a job of it (in any state it still reports).
     pub async fn submit(&self, gang: &SlurmGang) -> Result<Submission, SlurmError> {
+        // A cancelled job (taken back after a refusal, or by hand) may be submitted again;
+        // any other job of the gang, running or ended, means it was submitted already.
+        self.submit_unless(gang, |jobs| {
+            find_gang(jobs, &gang.gang).filter(|j| j.state != GangState::Cancelled).map(|j| j.id)
+        })
+        .await
+    }
+
+    /// Submits a gang with an `array` unless an array of the gang is still going (a task pending,
+    /// running or requeued): a second run of the same sweep follows that array instead of starting
+    /// its tasks twice. Once every task has ended, the gang may run again (the indices still to run
+    /// are the caller's to choose). The job id returned is the array's.
+    pub async fn submit_array(&self, gang: &SlurmGang) -> Result<Submission, SlurmError> {
+        if gang.array.is_none() {
+            return Err(SlurmError::Spec(SlurmSpecError::Unsupported {
+                gang: gang.name.clone(),
+                field: "array".into(),
+                message: "submit_array needs a gang with an array; use submit".into(),
+            }));
+        }
+        self.submit_unless(gang, |jobs| find_array(jobs, &gang.gang).filter(|a| !a.ended()).map(|a| a.job_id)).await
+    }
+
+    /// Submits the gang unless `existing` finds its job among Slurm's jobs, looking again before
+    /// every attempt.
+    async fn submit_unless(
+        &self,
+        gang: &SlurmGang,
+        existing: impl Fn(&[JobInfo]) -> Option<u64>,
+    ) -> Result<Submission, SlurmError> {
         let mut wait = self.retry.first_wait;
         let mut attempt = 1;
         loop {
-            // A cancelled job (taken back after a refusal, or by hand) may be submitted again;
-            // any other job of the gang, running or ended, means it was submitted already.
-            if let Some(job) = self.status(&gang.gang).await?.filter(|j| j.state != GangState::Cancelled) {
-                return Ok(Submission { job_id: job.id, existing: true, via: None });
+            if let Some(job_id) = existing(&self.jobs().await?) {
+                return Ok(Submission { job_id, existing: true, via: None });
             }
             let switches = matches!(gang.placement, Some(SlurmPlacement::Switches(_)));
             let result = match (&self.rest, switches) {
@@ -132,6 +162,25 @@ impl Bridge {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The newest job array of a gang, if Slurm still reports any of its tasks.
+    pub async fn array(&self, gang: &str) -> Result<Option<ArrayView>, SlurmError> {
+        Ok(find_array(&self.jobs().await?, gang))
+    }
+
+    /// Cancels every task of the gang's newest array that has not ended (through the array's job
+    /// id); `false` when there is none.
+    pub async fn cancel_array(&self, gang: &str) -> Result<bool, SlurmError> {
+        let Some(array) = self.array(gang).await?.filter(|a| !a.ended()) else { return Ok(false) };
+        self.retrying(|| async {
+            match &self.rest {
+                Some(rest) => rest.cancel(array.job_id).await,
+                None => self.cli.cancel(array.job_id).await,
+            }
+        })
+        .await?;
+        Ok(true)
     }
 
     /// Cancels the gang's job; `false` when Slurm has none (or it already ended).

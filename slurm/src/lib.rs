@@ -20,5 +20,5 @@ pub mod cli;
 pub mod rest;
 
 pub use error::SlurmError;
-pub use jobs::{JobInfo, parse_jobs};
+pub use jobs::{ArrayPart, ArrayView, JobInfo, find_array, parse_jobs};
 pub use nodes::{NodeInfo, parse_nodes};

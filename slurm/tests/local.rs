@@ -286,3 +286,73 @@ async fn a_token_slurmrestd_does_not_accept_is_unauthorized_not_a_refusal() {
     assert!(!err.is_transient(), "a bad token fails at once instead of retrying");
     assert!(!err.refuses_submission(), "a job listing refused for the token does not end a gang: {err:?}");
 }
+
+/// Polls the gang's newest array until every task it reports has ended.
+async fn array_ended(b: &Bridge, gang: &str) -> trainyard_slurm::ArrayView {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let view = b.array(gang).await.unwrap().expect("Slurm knows the array");
+        if view.ended() {
+            return view;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the array never ended: {view:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a local Slurm"]
+async fn an_array_runs_each_index_once_is_followed_while_going_and_runs_again_once_ended() {
+    for rest in [true, false] {
+        let b = bridge(rest).await;
+        let name = if rest { "array-rest" } else { "array-sbatch" };
+        let cmd = ["bash", "-c", "sleep 1; echo task=$SLURM_ARRAY_TASK_ID; [ \"$SLURM_ARRAY_TASK_ID\" != 5 ]"];
+        let mut g = gang(name, 1, &cmd);
+        g.gpus_per_node = 0;
+        g.array = Some(vec![0, 2, 3, 5]);
+        let first = b.submit_array(&g).await.unwrap();
+        assert!(!first.existing);
+        let again = b.submit_array(&g).await.unwrap();
+        assert_eq!((again.existing, again.job_id), (true, first.job_id), "a going array is followed");
+        let view = array_ended(&b, &g.gang).await;
+        assert_eq!(view.job_id, first.job_id);
+        let states: Vec<(u32, GangState)> = view.tasks().map(|(i, j)| (i, j.state)).collect();
+        let want =
+            [(0, GangState::Completed), (2, GangState::Completed), (3, GangState::Completed), (5, GangState::Failed)];
+        assert_eq!(states, want, "via {}", if rest { "REST" } else { "sbatch" });
+        for index in [0, 2, 3] {
+            let path = g.output_path().replace("%A", &first.job_id.to_string()).replace("%a", &index.to_string());
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert_eq!(text.trim(), format!("task={index}"));
+        }
+        // Ended: the same gang runs again, as a new array, only for the index asked for now.
+        g.array = Some(vec![5]);
+        let retry = b.submit_array(&g).await.unwrap();
+        assert!(!retry.existing && retry.job_id > first.job_id);
+        let view = array_ended(&b, &g.gang).await;
+        assert_eq!(view.tasks().map(|(i, _)| i).collect::<Vec<_>>(), vec![5]);
+        assert!(!b.cancel_array(&g.gang).await.unwrap(), "nothing left to cancel");
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs a local Slurm"]
+async fn cancel_array_stops_running_and_pending_tasks() {
+    let b = bridge(true).await;
+    let mut g = gang("array-cancel", 1, &["sleep", "120"]);
+    g.gpus_per_node = 0;
+    // More tasks than the cluster's 16 CPUs hold at once with 4 CPUs each: some stay pending.
+    g.cpus_per_task = Some(4);
+    g.array = Some((0..6).collect());
+    let s = b.submit_array(&g).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !b.array(&g.gang).await.unwrap().unwrap().tasks().any(|(_, j)| j.state == GangState::Running) {
+        assert!(tokio::time::Instant::now() < deadline, "no task started");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(b.cancel_array(&g.gang).await.unwrap());
+    let view = array_ended(&b, &g.gang).await;
+    assert_eq!(view.job_id, s.job_id);
+    assert_eq!(view.tasks().count(), 6);
+    assert!(view.tasks().all(|(_, j)| j.state == GangState::Cancelled), "{view:?}");
+}

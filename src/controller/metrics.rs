@@ -196,6 +196,7 @@ mod tests {
             exit_code: None,
             partition: String::new(),
             node_count: 1,
+            array: None,
         };
         let mut snapshot = SlurmSnapshot::default();
         snapshot.observed(&[job(1, "a", "RUNNING"), job(2, "b", "RUNNING"), job(3, "c", "PENDING")], None);

@@ -96,6 +96,7 @@ pub fn slurm_gang(
             .spec
             .active_deadline_seconds
             .map(|s| u32::try_from(s.max(1).unsigned_abs().div_ceil(60)).unwrap_or(u32::MAX)),
+        array: None,
         placement: Some(SlurmPlacement::Nodelist(record.slots().into_iter().map(String::from).collect())),
         command,
         env: env.plain,

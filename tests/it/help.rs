@@ -92,7 +92,7 @@ fn place_and_compare_help_mention_their_flags() {
     assert_mentions(&help(&["--help"]), &place, "trainyard --help");
     let compare = ["--cluster", "--trace", "--format", "--policy", "--slowdown", "--out"];
     assert_mentions(&help(&["compare", "--help"]), &compare, "trainyard compare --help");
-    let sweep = ["--out-dir", "--jobs", "--fresh", "--quiet"];
+    let sweep = ["--out-dir", "--jobs", "--fresh", "--quiet", "--point", "--gather", "--slurm", "--k8s-indexed-job"];
     assert_mentions(&help(&["sweep", "--help"]), &sweep, "trainyard sweep --help");
     assert_mentions(&help(&["--help"]), &sweep, "trainyard --help");
 }

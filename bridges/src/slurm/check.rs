@@ -97,6 +97,16 @@ pub(super) fn check_gang(gang: &SlurmGang, source_name: &str, lines: &Lines) -> 
             at_least_one(field, value)?;
         }
     }
+    if let Some(indices) = &gang.array {
+        if indices.is_empty() {
+            return Err(invalid("array", "lists no index: give at least one, or leave `array` out".into()));
+        }
+        // `--array` would take a repeated index once; a list that repeats one is a mistake upstream.
+        let mut seen = BTreeSet::new();
+        if let Some(twice) = indices.iter().find(|i| !seen.insert(**i)) {
+            return Err(invalid("array", format!("index {twice} is listed twice")));
+        }
+    }
     match &gang.placement {
         None => {}
         Some(SlurmPlacement::Switches(switches)) => at_least_one("placement.switches.count", switches.count.into())?,

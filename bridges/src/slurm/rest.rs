@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::array::format_array_indices;
 use super::script::{GANG_COMMENT_PREFIX, render_sbatch};
 use super::spec::{SlurmGang, SlurmPlacement, SlurmSpecError};
 
@@ -16,7 +17,7 @@ pub const DEFAULT_JOB_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// slurmrestd does not read `#SBATCH` lines, so every option is repeated as a job property,
 /// spelled as v0.0.38 spells it: `nodes` as an integer (22.05 mishandles the `[min, max]` form
 /// its schema documents), `tasks` and `tasks_per_node`, `gres: "gpu:N"`, `memory_per_node`
-/// (MiB), `time_limit` (minutes), `nodelist` (comma separated; `required_nodes` is refused as a
+/// (MiB), `time_limit` (minutes), `array` (`0,3,5-9`), `nodelist` (comma separated; `required_nodes` is refused as a
 /// disabled key) and `environment` (always set: `PATH` plus the gang's env).
 ///
 /// Errors with [`SlurmSpecError::Unsupported`] for a `switches` placement: v0.0.38 disables
@@ -40,6 +41,9 @@ pub fn render_rest_body(gang: &SlurmGang) -> Result<Value, SlurmSpecError> {
     }
     if let Some(minutes) = gang.time_limit_minutes {
         job.insert("time_limit", minutes.into());
+    }
+    if let Some(indices) = &gang.array {
+        job.insert("array", format_array_indices(indices).into());
     }
     for (key, value) in [("partition", &gang.partition), ("account", &gang.account), ("qos", &gang.qos)] {
         if let Some(value) = value {

@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use super::array::format_array_indices;
 use super::spec::{SlurmGang, SlurmPlacement};
 
 /// Comment prefix that tags a Slurm job as a trainyard gang; the full comment is
@@ -71,6 +72,9 @@ pub(super) fn sbatch_options(gang: &SlurmGang) -> Vec<String> {
     }
     if let Some(minutes) = gang.time_limit_minutes {
         options.push(format!("--time={minutes}"));
+    }
+    if let Some(indices) = &gang.array {
+        options.push(format!("--array={}", format_array_indices(indices)));
     }
     for (flag, value) in [("partition", &gang.partition), ("account", &gang.account), ("qos", &gang.qos)] {
         if let Some(value) = value {

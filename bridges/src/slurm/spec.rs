@@ -59,13 +59,14 @@ pub const DEFAULT_RENDEZVOUS_PORT: u16 = 29500;
 /// cpusPerTask: 32               # optional
 /// memoryMiB: 262144             # optional, per node
 /// timeLimitMinutes: 720         # optional
+/// array: [0, 3, 5, 6]           # optional: a job array, one copy of the job per index
 /// placement: {nodelist: [gpu-a1, gpu-a2]}   # or {switches: {count: 1, waitMinutes: 30}}, or absent
 /// command: [torchrun, --nproc-per-node=8, train.py]
 /// env: {NCCL_DEBUG: WARN}
 /// rankEnv: [PET_NODE_RANK]      # optional: also set to the node rank in each task
 /// masterEnv: {PET_MASTER_ADDR: ""}          # optional: set to the first host + suffix
 /// workdir: /shared/llm          # absolute
-/// output: /shared/llm/logs/%x-%j.out        # default <workdir>/<name>-%j.out
+/// output: /shared/llm/logs/%x-%j.out        # default <workdir>/<name>-%j.out (-%A_%a.out for an array)
 /// rendezvousPort: 29500         # default 29500
 /// ```
 ///
@@ -106,6 +107,10 @@ pub struct SlurmGang {
     /// Wall-clock limit in minutes; `None` leaves the partition's default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_limit_minutes: Option<u32>,
+    /// Runs the job as a Slurm job array (`--array`): one copy per index, each with its index in
+    /// `SLURM_ARRAY_TASK_ID`, scheduled on its own. `None`: one job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<Vec<u32>>,
     /// Where the gang must run; `None` lets Slurm choose.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<SlurmPlacement>,
@@ -163,11 +168,13 @@ fn default_rendezvous_port() -> u16 {
 }
 
 impl SlurmGang {
-    /// The output file pattern: `output`, or `<workdir>/<name>-%j.out`.
+    /// The output file pattern: `output`, or `<workdir>/<name>-%j.out` (`-%A_%a.out`, array job
+    /// and index, for an array, whose tasks' own job ids say nothing of their index).
     pub fn output_path(&self) -> String {
+        let id = if self.array.is_some() { "%A_%a" } else { "%j" };
         match &self.output {
             Some(output) => output.clone(),
-            None => format!("{}/{}-%j.out", self.workdir.trim_end_matches('/'), self.name),
+            None => format!("{}/{}-{id}.out", self.workdir.trim_end_matches('/'), self.name),
         }
     }
 
@@ -216,6 +223,8 @@ struct GangFile {
     #[serde(default)]
     time_limit_minutes: Option<Spanned<u32>>,
     #[serde(default)]
+    array: Option<Spanned<Vec<u32>>>,
+    #[serde(default)]
     placement: Option<Spanned<PlacementFile>>,
     command: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
@@ -261,6 +270,7 @@ impl GangFile {
         let cpus_per_task = self.cpus_per_task.map(|v| lines.take("cpusPerTask", v));
         let memory_mib = self.memory_mib.map(|v| lines.take("memoryMiB", v));
         let time_limit_minutes = self.time_limit_minutes.map(|v| lines.take("timeLimitMinutes", v));
+        let array = self.array.map(|v| lines.take("array", v));
         let placement = self.placement.map(|p| match lines.take("placement", p) {
             PlacementFile::Nodelist(hosts) => SlurmPlacement::Nodelist(
                 hosts
@@ -300,6 +310,7 @@ impl GangFile {
             cpus_per_task,
             memory_mib,
             time_limit_minutes,
+            array,
             placement,
             command,
             env,

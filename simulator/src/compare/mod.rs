@@ -185,7 +185,7 @@ pub fn shadow_replay(
     let mut policy = options.policy.clone();
     policy.placement = PlacementPolicy::Trainyard;
     let replay_options =
-        ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone(), explain: Vec::new() };
+        ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone(), ..ReplayOptions::default() };
     let result = replay_observed(cluster, policy, jobs, replay_options, progress, &mut |engine, cycle| {
         observer.observe(engine, cycle)
     })?;

@@ -115,7 +115,7 @@ pub fn replay_policy(
     policy.placement = placement;
     let mut tally = SpanTally::new(&topo);
     let replay_options =
-        ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone(), explain: Vec::new() };
+        ReplayOptions { estimates: options.estimates, slowdown: options.slowdown.clone(), ..ReplayOptions::default() };
     let result = replay_observed(cluster, policy, jobs, replay_options, progress, &mut |engine, cycle| {
         tally.observe(engine, cycle, jobs)
     })?;

@@ -14,6 +14,8 @@
 //!   seed: [1, 2, 3, 4]
 //! points:                                       # more points, each on top of `base`
 //!   - {cluster: demo, policy: easy-backfill, load: 1.5}
+//!   - {mtbf: 2000h}                             # hosts fail (any axis may list mtbf values or none)
+//! failures: {repair: 8h, checkpoint_interval: 1h, restart_cost: 10m}   # for points with an mtbf
 //! ```
 
 mod compare;
@@ -21,5 +23,5 @@ mod spec;
 mod vary;
 
 pub use compare::{Comparison, GroupRow, MetricCi, PointResult, compare, confidence_half_width};
-pub use spec::{Point, SweepSpec};
+pub use spec::{FailureSettings, Point, SweepSpec};
 pub use vary::vary_trace;

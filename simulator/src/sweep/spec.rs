@@ -14,6 +14,7 @@ struct AxesFile {
     load: Option<f64>,
     estimate_error: Option<f64>,
     seed: Option<u64>,
+    mtbf: Option<String>,
 }
 
 /// Lists of values per axis; the sweep takes every combination.
@@ -26,6 +27,16 @@ struct GridFile {
     load: Option<Spanned<Vec<f64>>>,
     estimate_error: Option<Spanned<Vec<f64>>>,
     seed: Option<Spanned<Vec<u64>>>,
+    mtbf: Option<Spanned<Vec<String>>>,
+}
+
+/// How failing hosts are repaired and gangs restart, for points with an `mtbf`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailuresFile {
+    repair: Option<Spanned<String>>,
+    checkpoint_interval: Option<Spanned<String>>,
+    restart_cost: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -39,6 +50,7 @@ struct SweepFile {
     grid: Option<Spanned<GridFile>>,
     #[serde(default)]
     points: Vec<Spanned<AxesFile>>,
+    failures: Option<Spanned<FailuresFile>>,
 }
 
 /// One point of a sweep: a full set of values.
@@ -57,8 +69,11 @@ pub struct Point {
     /// Runtime estimates are the actual runtime times a factor drawn uniformly from
     /// `[1 - e, 1 + e]` (at least one second); 0 keeps the trace's estimates.
     pub estimate_error: f64,
-    /// Seed of the estimate errors: points differing only in it are repetitions.
+    /// Seed of the estimate errors and of host failures: points differing only in it are
+    /// repetitions.
     pub seed: u64,
+    /// Hosts fail after this mean time (as written, and in seconds); no failures when `None`.
+    pub mtbf: Option<(String, u64)>,
     /// Line of the sweep file the point comes from.
     pub line: u64,
 }
@@ -77,6 +92,9 @@ impl Point {
             text.push_str(&format!(" placement={p}"));
         }
         text.push_str(&format!(" load={} estimate_error={}", self.load, self.estimate_error));
+        if let Some((mtbf, _)) = &self.mtbf {
+            text.push_str(&format!(" mtbf={mtbf}"));
+        }
         text
     }
 }
@@ -92,6 +110,39 @@ pub struct SweepSpec {
     pub actual_estimates: bool,
     /// Every point, in order: the grid's combinations (last axis fastest), then `points`.
     pub points: Vec<Point>,
+    /// Repair and restart of the points with an `mtbf`.
+    pub failures: FailureSettings,
+}
+
+/// The failure model's settings a sweep shares (defaults as `trainyard simulate`'s flags).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FailureSettings {
+    /// Mean time to repair a host, seconds (default 8h).
+    pub repair_s: u64,
+    /// Checkpoint interval, seconds (default 1h).
+    pub checkpoint_interval_s: u64,
+    /// Restart cost, seconds (default 10m).
+    pub restart_s: u64,
+}
+
+impl Default for FailureSettings {
+    fn default() -> FailureSettings {
+        FailureSettings { repair_s: 8 * 3600, checkpoint_interval_s: 3600, restart_s: 600 }
+    }
+}
+
+impl SweepSpec {
+    /// A point's failure model: none without an `mtbf`; failures drawn with the point's seed, so
+    /// seeds repeat a variation with other failures too.
+    pub fn failure_model(&self, point: &Point) -> Option<crate::failures::FailureModel> {
+        point.mtbf.as_ref().map(|(_, mtbf_s)| crate::failures::FailureModel {
+            mtbf_s: *mtbf_s,
+            repair_s: self.failures.repair_s,
+            checkpoint_interval_s: self.failures.checkpoint_interval_s,
+            restart_s: self.failures.restart_s,
+            seed: point.seed,
+        })
+    }
 }
 
 /// Points one file may make (a typo such as a seed list of a million is refused, not run).
@@ -154,11 +205,12 @@ impl SweepSpec {
             axis!(load);
             axis!(estimate_error);
             axis!(seed);
+            axis!(mtbf);
             if axes.is_empty() {
                 return Err(bad(
                     line,
                     "grid",
-                    "no axis listed: give cluster, policy, placement, load, estimate_error or seed".into(),
+                    "no axis listed: give cluster, policy, placement, load, estimate_error, seed or mtbf".into(),
                 ));
             }
             let count = axes.iter().try_fold(1usize, |n, a| n.checked_mul(a.len())).unwrap_or(usize::MAX);
@@ -186,19 +238,40 @@ impl SweepSpec {
         if points.len() > MAX_POINTS {
             return Err(bad(base_line, "points", format!("{} points; at most {MAX_POINTS}", points.len())));
         }
-        Ok(SweepSpec { trace: file.trace, format: file.format, actual_estimates, points })
+        let mut failures = FailureSettings::default();
+        if let Some(f) = &file.failures {
+            let duration = |value: &Option<Spanned<String>>, field: &str, into: &mut u64| -> Result<(), InputError> {
+                let Some(v) = value else { return Ok(()) };
+                match trainyard_policies::parse_duration(&v.value) {
+                    Some(s) if s > 0 => {
+                        *into = s;
+                        Ok(())
+                    }
+                    _ => Err(bad(
+                        v.referenced.line(),
+                        &format!("failures.{field}"),
+                        format!("`{}`: a duration above zero (e.g. 30m, 8h, 2d)", v.value),
+                    )),
+                }
+            };
+            duration(&f.value.repair, "repair", &mut failures.repair_s)?;
+            duration(&f.value.checkpoint_interval, "checkpoint_interval", &mut failures.checkpoint_interval_s)?;
+            duration(&f.value.restart_cost, "restart_cost", &mut failures.restart_s)?;
+        }
+        Ok(SweepSpec { trace: file.trace, format: file.format, actual_estimates, points, failures })
     }
 }
 
 /// Values given in `top` replace those of `values`.
 fn overlay(values: &mut AxesFile, top: &AxesFile) {
-    let AxesFile { cluster, policy, placement, load, estimate_error, seed } = top.clone();
+    let AxesFile { cluster, policy, placement, load, estimate_error, seed, mtbf } = top.clone();
     values.cluster = cluster.or(values.cluster.take());
     values.policy = policy.or(values.policy.take());
     values.placement = placement.or(values.placement.take());
     values.load = load.or(values.load);
     values.estimate_error = estimate_error.or(values.estimate_error);
     values.seed = seed.or(values.seed);
+    values.mtbf = mtbf.or(values.mtbf.take());
 }
 
 /// A full point from its values, with the defaults filled in; bad values name the point.
@@ -222,6 +295,20 @@ fn check_point(
             Some(name.parse::<PlacementPolicy>().map_err(|e| bad(line, "placement", format!("point {index}: {e}")))?)
         }
     };
+    let mtbf = match values.mtbf {
+        None => None,
+        Some(text) if text == "none" => None,
+        Some(text) => match trainyard_policies::parse_duration(&text) {
+            Some(s) if s > 0 => Some((text, s)),
+            _ => {
+                return Err(bad(
+                    line,
+                    "mtbf",
+                    format!("point {index}: `{text}`: a duration above zero (e.g. 2000h, 90d) or none"),
+                ));
+            }
+        },
+    };
     Ok(Point {
         index,
         cluster: values.cluster.unwrap_or_else(|| "demo".into()),
@@ -230,6 +317,7 @@ fn check_point(
         load,
         estimate_error,
         seed: values.seed.unwrap_or(0),
+        mtbf,
         line,
     })
 }
@@ -253,6 +341,22 @@ mod tests {
     }
 
     #[test]
+    fn mtbf_is_an_axis_and_failures_share_their_settings() {
+        let text = "grid:\n  mtbf: [none, 2000h]\n  seed: [1, 2]\nfailures: {repair: 4h, restart_cost: 5m}\n";
+        let spec = SweepSpec::parse(text, "s.yaml").unwrap();
+        let labels: Vec<String> = spec.points.iter().map(Point::label).collect();
+        assert_eq!(labels[0], "cluster=demo policy=easy-backfill load=1 estimate_error=0 seed=1");
+        assert_eq!(labels[3], "cluster=demo policy=easy-backfill load=1 estimate_error=0 mtbf=2000h seed=2");
+        assert_eq!(spec.failure_model(&spec.points[0]), None);
+        let model = spec.failure_model(&spec.points[3]).unwrap();
+        assert_eq!(
+            (model.mtbf_s, model.repair_s, model.checkpoint_interval_s, model.restart_s),
+            (7_200_000, 14_400, 3600, 300)
+        );
+        assert_eq!(model.seed, 2);
+    }
+
+    #[test]
     fn bad_files_are_refused_with_the_file_line_and_point() {
         let err = |text: &str| SweepSpec::parse(text, "s.yaml").unwrap_err().to_string();
         let unknown = err("grid:\n  policy: [fifo]\n  sed: [1]\n");
@@ -269,6 +373,10 @@ mod tests {
         assert!(placement.contains("point 1") && placement.contains("bestest"), "{placement}");
         let estimates = err("estimates: guess\ngrid: {seed: [1]}\n");
         assert!(estimates.contains("line 1") && estimates.contains("guess"), "{estimates}");
+        let mtbf = err("grid:\n  mtbf: [2000h, sometimes]\n");
+        assert!(mtbf.contains("line 2") && mtbf.contains("point 1") && mtbf.contains("sometimes"), "{mtbf}");
+        let repair = err("grid: {seed: [1]}\nfailures: {repair: 0}\n");
+        assert!(repair.contains("line 2") && repair.contains("failures.repair"), "{repair}");
         let huge = err(
             "grid:\n  seed: [1,2,3,4,5,6,7,8,9,10]\n  load: [1,2,3,4,5,6,7,8,9,10]\n  estimate_error: [0,1,2,3,4,5,6,7,8,9]\n  cluster: [a,b,c,d,e,f,g,h,i,j]\n  policy: [a,b,c,d,e,f,g,h,i,j,k]\n",
         );

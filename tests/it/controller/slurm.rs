@@ -109,6 +109,7 @@ fn slurm_job(gang: &str, state: GangState, reason: &str) -> JobInfo {
         exit_code: Some(if state == GangState::Failed { 3 } else { 0 }),
         partition: "gpu".into(),
         node_count: 2,
+        array: None,
     }
 }
 
