@@ -27,6 +27,7 @@ pub mod placement;
 pub mod quota_usage;
 mod replay;
 pub mod report;
+mod runs;
 mod series;
 pub mod slowdown;
 pub mod sweep;

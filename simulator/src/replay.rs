@@ -7,9 +7,10 @@ use std::collections::{BTreeSet, BinaryHeap};
 use trainyard_policies::{Cycle, Engine, Explanation, GangId, GangRequest, NodeLossAction, PolicyConfig, Submitted};
 use trainyard_topology::Cluster;
 
-use crate::failures::{Change, FailureModel, FailureSummary, Failures, crash};
+use crate::failures::{Change, FailureModel, FailureSummary, Failures};
 use crate::fragmentation::{Fragmentation, Sample, Tracker};
 use crate::quota_usage::{QuotaUsage, UNLIMITED, UsageTracker};
+use crate::runs::Runs;
 use crate::slowdown::{Slowdown, SlowdownTable};
 use crate::timeline::TimelineTracker;
 use crate::{Fate, JobOutcome, SimError, TraceJob};
@@ -140,12 +141,7 @@ pub fn replay_observed(
     // Start time, backfilled, and the depth of the domain the gang spans.
     let mut starts: Vec<(u64, bool, u8)> = vec![(0, false, 0); jobs.len()];
     let mut first_reservation: Vec<Option<u64>> = vec![None; jobs.len()];
-    // (end, job, generation): a preempted job's pending completion goes stale when its
-    // generation moves on.
-    let mut completions: BinaryHeap<Reverse<(u64, usize, u32)>> = BinaryHeap::new();
-    let mut generation: Vec<u32> = vec![0; jobs.len()];
-    // Work a job has saved at checkpoints before being preempted, in seconds of its runtime.
-    let mut saved_work: Vec<u64> = vec![0; jobs.len()];
+    let mut runs = Runs::new(jobs.len());
     let mut preemptions: Vec<u32> = vec![0; jobs.len()];
     let mut explanations = Vec::new();
     let mut gpu_locality = crate::gpu_locality::GpuLocality::default();
@@ -157,10 +153,6 @@ pub fn replay_observed(
     let mut failures = options.failures.map(|m| Failures::new(m, engine.cluster(), first_submit));
     // Crashed gangs still holding their hosts (waiting for a repair, a spare or the grace).
     let mut crashed: BTreeSet<usize> = BTreeSet::new();
-    // When the current run began, the restart it pays, and whether the next run pays one.
-    let mut run_from: Vec<u64> = vec![0; jobs.len()];
-    let mut restart_paid: Vec<u64> = vec![0; jobs.len()];
-    let mut needs_restart: Vec<bool> = vec![false; jobs.len()];
     // Times the engine must look at hosts lost past the grace.
     let mut wakes: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
     // Failure events since a gang last started or ended: a replay whose pending gangs can never
@@ -178,10 +170,7 @@ pub fn replay_observed(
     let total = jobs.len() as u64;
     loop {
         let arrival_at = order.get(next_arrival).map(|&i| jobs[i].submit);
-        while completions.peek().is_some_and(|Reverse((_, i, g))| generation[*i] != *g) {
-            completions.pop();
-        }
-        let completion_at = completions.peek().map(|Reverse((t, _, _))| *t);
+        let completion_at = runs.next_end();
         let work_remains = next_arrival < order.len() || engine.pending_len() > 0 || engine.running_len() > 0;
         let failure_at = failures.as_ref().filter(|_| work_remains).and_then(Failures::next_at);
         let wake_at = wakes.peek().map(|Reverse(t)| *t);
@@ -190,14 +179,7 @@ pub fn replay_observed(
         while wakes.peek().is_some_and(|Reverse(t)| *t <= now) {
             wakes.pop();
         }
-        while let Some(&Reverse((t, i, g))) = completions.peek() {
-            if t != now {
-                break;
-            }
-            completions.pop();
-            if generation[i] != g {
-                continue;
-            }
+        while let Some(i) = runs.pop_ended(now) {
             engine.finish(GangId(i as u64), now)?;
             let (start, backfilled, depth) = starts[i];
             let span_level = slowdown.at_depth(depth).level.clone();
@@ -221,13 +203,10 @@ pub fn replay_observed(
                             continue;
                         }
                         // The run stops computing now; what it saved at its last checkpoint stays.
-                        let (kept, lost) = crash(now - run_from[i], restart_paid[i], f.model().checkpoint_interval_s);
-                        let factor = slowdown.apply(1_000_000, starts[i].2) as f64 / 1_000_000.0;
-                        saved_work[i] = (saved_work[i] + (kept as f64 / factor) as u64).min(jobs[i].runtime);
+                        let factor = slow_factor(&slowdown, starts[i].2);
+                        let lost = runs.crash(i, now, f.model().checkpoint_interval_s, factor, jobs[i].runtime);
                         f.lost_gpu_s += u128::from(lost) * u128::from(jobs[i].gpus());
                         f.summary.gang_interruptions += 1;
-                        generation[i] += 1;
-                        needs_restart[i] = true;
                     }
                     let node_loss = engine.config().node_loss;
                     if node_loss.action != NodeLossAction::Wait {
@@ -242,14 +221,8 @@ pub fn replay_observed(
                     for i in back {
                         crashed.remove(&i);
                         f.summary.resumed_in_place += 1;
-                        let restart = f.model().restart_s;
-                        let depth = starts[i].2;
-                        restart_paid[i] = restart;
-                        needs_restart[i] = false;
-                        run_from[i] = now;
-                        generation[i] += 1;
-                        let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
-                        completions.push(Reverse((now.saturating_add(restart + runtime), i, generation[i])));
+                        let runtime = slowdown.apply(runs.work_left(i, jobs[i].runtime), starts[i].2).max(1);
+                        runs.start(i, now, f.model().restart_s, runtime);
                     }
                 }
             }
@@ -297,12 +270,9 @@ pub fn replay_observed(
         observer(&engine, &cycle);
         for p in &cycle.preempted {
             let i = p.victim.0 as usize;
-            generation[i] += 1;
             preemptions[i] += 1;
             // What survived the last checkpoint, converted back from the slowed-down clock.
-            let kept = p.ran_s - p.lost_s;
-            let factor = slowdown.apply(1_000_000, starts[i].2) as f64 / 1_000_000.0;
-            saved_work[i] = (saved_work[i] + (kept as f64 / factor) as u64).min(jobs[i].runtime);
+            runs.stop(i, p.ran_s - p.lost_s, slow_factor(&slowdown, starts[i].2), jobs[i].runtime);
             if let Some(n) = pending_by_queue.get_mut(queue_of[i]) {
                 *n += 1;
             }
@@ -310,7 +280,7 @@ pub fn replay_observed(
         for loss in &cycle.requeued {
             let i = loss.gang.0 as usize;
             crashed.remove(&i);
-            generation[i] += 1;
+            runs.drop_end(i);
             if let Some(f) = &mut failures {
                 f.summary.requeued += 1;
             }
@@ -326,15 +296,10 @@ pub fn replay_observed(
             }
             let f = failures.as_mut().expect("only failures lose hosts in a replay");
             f.summary.replaced += 1;
-            let restart = f.model().restart_s;
             let depth = engine.cluster().topology().depth(moved.placement.domain);
             starts[i].2 = depth;
-            restart_paid[i] = restart;
-            needs_restart[i] = false;
-            run_from[i] = now;
-            generation[i] += 1;
-            let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
-            completions.push(Reverse((now.saturating_add(restart + runtime), i, generation[i])));
+            let runtime = slowdown.apply(runs.work_left(i, jobs[i].runtime), depth).max(1);
+            runs.start(i, now, f.model().restart_s, runtime);
         }
         if !cycle.admitted.is_empty() {
             idle_changes = 0;
@@ -348,8 +313,6 @@ pub fn replay_observed(
             if engine.pending_status(admission.id).is_some() {
                 continue;
             }
-            // Whatever completion the gang still had queued is stale now.
-            generation[i] += 1;
             if !admission.placement.gpus.is_empty() {
                 gpu_locality.observe(engine.cluster(), &admission.placement);
             }
@@ -359,12 +322,12 @@ pub fn replay_observed(
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
             let restart = match &failures {
-                Some(f) if needs_restart[i] => f.model().restart_s,
+                Some(f) if runs.needs_restart(i) => f.model().restart_s,
                 _ => 0,
             };
-            (run_from[i], restart_paid[i], needs_restart[i]) = (now, restart, false);
-            let runtime = slowdown.apply(jobs[i].runtime - saved_work[i], depth).max(1);
-            completions.push(Reverse((now.saturating_add(restart + runtime), i, generation[i])));
+            // Whatever completion the gang still had queued goes stale.
+            let runtime = slowdown.apply(runs.work_left(i, jobs[i].runtime), depth).max(1);
+            runs.start(i, now, restart, runtime);
         }
         for &i in &options.explain {
             if let Some(x) = engine.explain(GangId(i as u64)) {
@@ -392,13 +355,13 @@ pub fn replay_observed(
         }
         let repairs_may_help =
             !crashed.is_empty() || (failures.as_ref().is_some_and(Failures::any_down) && idle_changes < idle_limit);
-        if completions.is_empty() && next_arrival == order.len() && engine.pending_len() > 0 && !repairs_may_help {
+        if !runs.any_queued() && next_arrival == order.len() && engine.pending_len() > 0 && !repairs_may_help {
             let first = engine.pending().next().expect("pending is not empty");
             let reason = engine.pending_status(first).map(|s| s.reason.to_string()).unwrap_or_default();
             return Err(SimError::Stuck { count: engine.pending_len(), first, reason });
         }
     }
-    progress(Progress { done, total, now: completions.peek().map_or(0, |Reverse((t, _, _))| *t) });
+    progress(Progress { done, total, now: runs.last_queued().unwrap_or(0) });
     let outcomes = jobs
         .iter()
         .zip(fates)
@@ -422,4 +385,9 @@ pub fn replay_observed(
         timeline: timeline.map(|t| t.finish()),
         failures: failures.map(|f| f.finish(first_submit, last_now, engine.cluster().total_capacity().gpus)),
     })
+}
+
+/// How much slower a gang spanning a domain at `depth` runs.
+fn slow_factor(slowdown: &SlowdownTable, depth: u8) -> f64 {
+    slowdown.apply(1_000_000, depth) as f64 / 1_000_000.0
 }

@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use plotters::coord::Shift;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// Width and height of every chart, pixels.
@@ -81,28 +82,40 @@ fn span(values: impl Iterator<Item = f64>, from_zero: bool) -> Range<f64> {
     lo..hi + (hi - lo) * 0.05
 }
 
+/// A chart of linear axes over `x` and `y`, with its title, axis texts and ticks drawn.
+fn plane<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+    axes: &Axes<'_>,
+    x: Range<f64>,
+    y: Range<f64>,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>, String> {
+    let (x_tick, y_tick) = (tick(x.end - x.start), tick(y.end - y.start));
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 17))
+        .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(64)
+        .build_cartesian_2d(x, y)
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc(axes.x)
+        .y_desc(axes.y)
+        .x_label_formatter(&x_tick)
+        .y_label_formatter(&y_tick)
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    Ok(chart)
+}
+
 /// Lines over a shared x axis, with a legend when there is more than one.
 pub fn lines(title: &str, axes: &Axes<'_>, lines: &[Line]) -> Result<String, String> {
     let x = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)), false);
     let y = span(lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)), true);
-    let (x_tick, y_tick) = (tick(x.end - x.start), tick(y.end - y.start));
     svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 17))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x, y)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc(axes.x)
-            .y_desc(axes.y)
-            .x_label_formatter(&x_tick)
-            .y_label_formatter(&y_tick)
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(|e| e.to_string())?;
+        let mut chart = plane(root, title, axes, x, y)?;
         for (i, line) in lines.iter().enumerate() {
             let style = ShapeStyle::from(colour(i)).stroke_width(2);
             let drawn = if line.dashed {
@@ -131,24 +144,8 @@ pub fn stacked(title: &str, axes: &Axes<'_>, layers: &[Line]) -> Result<String, 
     }
     let x = span(xs.iter().copied(), false);
     let y = span(tops.last().into_iter().flatten().copied(), true);
-    let (x_tick, y_tick) = (tick(x.end - x.start), tick(y.end - y.start));
     svg(|root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, ("sans-serif", 17))
-            .margin(12)
-            .x_label_area_size(42)
-            .y_label_area_size(64)
-            .build_cartesian_2d(x, y)
-            .map_err(|e| e.to_string())?;
-        chart
-            .configure_mesh()
-            .x_desc(axes.x)
-            .y_desc(axes.y)
-            .x_label_formatter(&x_tick)
-            .y_label_formatter(&y_tick)
-            .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(|e| e.to_string())?;
+        let mut chart = plane(root, title, axes, x, y)?;
         // Top layer first: each lower area is drawn over the one above it.
         for (i, (layer, top)) in layers.iter().zip(&tops).enumerate().rev() {
             let fill = colour(i).mix(0.75);
