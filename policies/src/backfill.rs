@@ -67,6 +67,32 @@ impl ReservationPlan {
     }
 }
 
+/// The versions a reservation plan was built from (see [`Engine::plan_reservation`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct PlanKey {
+    holder: GangId,
+    cluster: u64,
+    running: u64,
+    quotas: u64,
+}
+
+/// What a replay of expected ends found: the end at which the holder fits, its hosts, what
+/// the reserved hosts keep free for others, and the quota its queue keeps (before `now`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Found {
+    end: u64,
+    hosts: Vec<(HostId, u32)>,
+    slack: Vec<(HostId, Resources)>,
+    slack_gpus: u64,
+}
+
+/// The last reservation plan and what it was built from.
+#[derive(Clone, Debug)]
+pub(crate) struct PlanMemo {
+    key: PlanKey,
+    found: Option<Found>,
+}
+
 #[derive(Clone, Copy, Debug)]
 struct QuotaHold {
     holder: GangId,
@@ -106,16 +132,81 @@ impl Holds {
 }
 
 impl Engine {
-    /// Finds when and where `holder` could start if running gangs end as estimated.
+    /// Finds when and where `holder` could start if running gangs end as estimated. The
+    /// replay is kept (`plan_memo`) and reused while the holder, the cluster, the running gangs
+    /// and the quotas all keep their versions: it would find the same again.
     pub(crate) fn plan_reservation(
         &mut self,
         holder: GangId,
         now: u64,
         holds: &mut Holds,
     ) -> Result<Option<ReservationPlan>> {
+        let key = self.plan_key(holder);
+        let found = match &self.plan_memo {
+            Some(memo) if memo.key == key => {
+                let kept = memo.found.clone();
+                #[cfg(debug_assertions)]
+                {
+                    // Tests check every kept plan against a new replay.
+                    let fresh = self.replay_ends(holder)?;
+                    assert_eq!(fresh, kept, "a kept reservation plan differs from a new one");
+                }
+                kept
+            }
+            _ => {
+                let found = self.replay_ends(holder)?;
+                // The replay undid all it did, so these are the versions it started from.
+                self.plan_memo = Some(PlanMemo { key: self.plan_key(holder), found: found.clone() });
+                found
+            }
+        };
+        let Some(Found { end, hosts, slack, slack_gpus }) = found else { return Ok(None) };
+        let at = end.max(now);
+        let queue = self.gangs[&holder].queue;
+        holds.by_queue.insert(queue, QuotaHold { holder, at, slack_gpus });
+        Ok(Some(ReservationPlan { holder, at, hosts, slack, refused: HashSet::default() }))
+    }
+
+    /// What a reservation plan for `holder` is built from, by version.
+    fn plan_key(&self, holder: GangId) -> PlanKey {
+        let (cluster, running, quotas) = self.plan_versions();
+        PlanKey { holder, cluster, running, quotas }
+    }
+
+    /// The versions of what a reservation plan reads: the cluster, the running gangs, the quotas.
+    pub(crate) fn plan_versions(&self) -> (u64, u64, u64) {
+        (self.cluster.version(), self.gangs.running_version(), self.quotas.version())
+    }
+
+    /// A running gang expected to end at `end` stopped; `before` are the versions just before,
+    /// `first` whether it was the first running gang by expected end. The kept plan stands when
+    /// that stop is all that changed since it was made and the gang ended before the plan's
+    /// end: the plan's replay released that gang first, and a new replay, starting where it
+    /// stands now, makes the same later checks on the same states (releases add up the same
+    /// in any order); only the check right after that first release is not made again, and
+    /// it failed, as the plan found room only later.
+    pub(crate) fn plan_after_stop(&mut self, before: (u64, u64, u64), first: bool, end: u64) {
+        let after = self.plan_versions();
+        let Some(memo) = &mut self.plan_memo else { return };
+        let key = &mut memo.key;
+        let stands = first
+            && (key.cluster, key.running, key.quotas) == before
+            && memo.found.as_ref().is_none_or(|found| end < found.end);
+        if stands {
+            (key.cluster, key.running, key.quotas) = after;
+        } else {
+            self.plan_memo = None;
+        }
+    }
+
+    /// Replays expected ends on a transaction over the live cluster (and on the quota tree),
+    /// releasing running gangs in order of expected end until the holder's quota and placement
+    /// both fit; everything is undone before returning.
+    fn replay_ends(&mut self, holder: GangId) -> Result<Option<Found>> {
         let head = &self.gangs[&holder];
         let (queue, request) = (head.queue, head.demand.clone());
         let total = head.total;
+        let quota_version = self.quotas.version();
         // Expected ends are refunded on the quota tree itself and charged back before returning.
         let mut refunded: Vec<(QueueIdx, Resources)> = Vec::new();
         // Pods of the head's shape that fit host by host: a placement anywhere needs at least
@@ -137,6 +228,7 @@ impl Engine {
                 if let Err(e) = self.cluster.release_placement(placement) {
                     self.cluster.rollback(txn);
                     self.quotas.recharge(refunded);
+                    self.quotas.restore_version(quota_version);
                     return Err(e.into());
                 }
                 let after: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
@@ -163,14 +255,15 @@ impl Engine {
                         (h, self.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO))
                     })
                     .collect();
-                found = Some(ReservationPlan { holder, at: end.max(now), hosts, slack, refused: HashSet::default() });
                 let slack_gpus = self.quotas.available(queue).gpus.saturating_sub(total.gpus);
-                holds.by_queue.insert(queue, QuotaHold { holder, at: end.max(now), slack_gpus });
+                found = Some(Found { end, hosts, slack, slack_gpus });
                 break;
             }
         }
         self.cluster.rollback(txn);
         self.quotas.recharge(refunded);
+        // Every refund was charged back: the tree is as it was.
+        self.quotas.restore_version(quota_version);
         Ok(found)
     }
 
@@ -225,5 +318,20 @@ impl Engine {
         let placement = self.cluster.place_demand(request).ok();
         self.cluster.rollback(txn);
         placement
+    }
+}
+
+#[cfg(test)]
+impl Engine {
+    /// For tests: when the kept plan still counts as current (its versions are today's and its
+    /// holder waits), whether a new replay finds exactly what it kept; `None` otherwise.
+    pub(crate) fn kept_plan_is_fresh(&mut self) -> Option<bool> {
+        let memo = self.plan_memo.clone()?;
+        let holder = memo.key.holder;
+        let waits = self.gangs.get(&holder).is_some_and(|g| matches!(g.state, GangState::Pending { .. }));
+        if !waits || memo.key != self.plan_key(holder) {
+            return None;
+        }
+        Some(self.replay_ends(holder).ok() == Some(memo.found))
     }
 }

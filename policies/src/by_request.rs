@@ -90,6 +90,11 @@ impl ByRequest {
         self.groups.iter()
     }
 
+    /// The gangs of one request, if any waits.
+    pub(crate) fn group(&self, demand: &Demand) -> Option<&Group> {
+        self.groups.get(demand)
+    }
+
     /// The pending gangs of one request, in pending order.
     pub(crate) fn ids(&self, demand: &Demand) -> impl Iterator<Item = GangId> + '_ {
         self.groups.get(demand).into_iter().flat_map(|g| g.keys.values().copied())

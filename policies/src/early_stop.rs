@@ -44,6 +44,9 @@ pub(crate) struct StopCheck {
     /// Requests found to fit (room and some queue's quota), with the gangs admitted then:
     /// while none more is admitted, they still fit.
     open: HashMap<Demand, usize, FastHash>,
+    /// The open request the last check stopped at: while it is still open and not settled, the
+    /// check answers at once, as its walk over every request would (see `nothing_left_starts`).
+    witness: Option<Demand>,
 }
 
 impl Engine {
@@ -53,15 +56,30 @@ impl Engine {
     pub(crate) fn nothing_left_starts(&mut self, walk: &mut Walk, now: u64) -> bool {
         let Some(reservation) = &walk.reservation else { return false };
         let admitted = walk.cycle.admitted.len();
+        let settled = |demand: &Demand, group: &crate::by_request::Group| {
+            walk.failed_shapes.contains_key(demand)
+                || (reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at)
+                || walk.stop.quota_settled.contains(demand)
+        };
+        // The walk below returns `false`, probing nothing, once it meets an open request that is
+        // not settled; when the last one it met still is, it would meet it again: answer now.
+        if let Some(w) = &walk.stop.witness
+            && walk.stop.open.get(w) == Some(&admitted)
+            && let Some(group) = self.gangs.by_request().group(w)
+            && !settled(w, group)
+        {
+            return false;
+        }
         let mut untried: Vec<(Demand, Vec<crate::quota_tree::QueueIdx>)> = Vec::new();
         for (demand, group) in self.gangs.by_request().requests() {
-            let settled = walk.failed_shapes.contains_key(demand)
-                || (reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at)
-                || walk.stop.quota_settled.contains(demand);
-            if settled {
+            if settled(demand, group) {
                 continue;
             }
-            if walk.stop.open.get(demand) == Some(&admitted) || untried.len() == MAX_PROBES {
+            if walk.stop.open.get(demand) == Some(&admitted) {
+                walk.stop.witness = Some(demand.clone());
+                return false;
+            }
+            if untried.len() == MAX_PROBES {
                 return false;
             }
             untried.push((demand.clone(), group.queues().collect()));
@@ -74,7 +92,8 @@ impl Engine {
             }
             match self.place_in_walk(walk, &demand) {
                 Ok(_) => {
-                    walk.stop.open.insert(demand, admitted);
+                    walk.stop.open.insert(demand.clone(), admitted);
+                    walk.stop.witness = Some(demand);
                     return false;
                 }
                 Err(failure) => {
@@ -117,7 +136,10 @@ impl Engine {
                 let mut checks = 0;
                 let mut has_quota = |q: crate::quota_tree::QueueIdx| {
                     let quotas = &self.quotas;
-                    if *walk.unlimited_queues.entry(q).or_insert_with(|| quotas.ceiling(q) == UNLIMITED) {
+                    if self.unlimited_queues.len() <= q.0 {
+                        self.unlimited_queues.resize(q.0 + 1, None);
+                    }
+                    if *self.unlimited_queues[q.0].get_or_insert_with(|| quotas.ceiling(q) == UNLIMITED) {
                         return true;
                     }
                     checks += 1;

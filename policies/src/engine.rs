@@ -127,6 +127,12 @@ pub struct Engine {
     pub(crate) lost: BTreeMap<GangId, BTreeMap<HostId, u64>>,
     /// The cluster generation pending gangs were last checked against the empty cluster for.
     pruned_generation: u64,
+    /// The last reservation plan, kept while nothing it was built from changed.
+    pub(crate) plan_memo: Option<crate::backfill::PlanMemo>,
+    /// Whether each queue's quota is unlimited (its ceiling is), by queue index, so that passing
+    /// over its gangs needs no quota check. A ceiling counts nothing running, so it changes only
+    /// with the policy: kept across cycles, cleared when the policy is replaced.
+    pub(crate) unlimited_queues: Vec<Option<bool>>,
 }
 
 /// The flavor index of each queue bound to one (`u16::MAX` for a flavor no node has).
@@ -189,6 +195,8 @@ impl Engine {
             blanket_moved: false,
             lost: BTreeMap::new(),
             pruned_generation: 0,
+            plan_memo: None,
+            unlimited_queues: Vec::new(),
         };
         engine.pruned_generation = engine.cluster.generation();
         engine.apply_settings(&config);

@@ -209,11 +209,17 @@ impl Engine {
     /// the caller requeues or removes it. Returns its placement and start.
     fn stop_running(&mut self, id: GangId) -> Result<(Placement, u64)> {
         let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
-        let GangState::Running { placement, .. } = &gang.state else { return Err(Error::NotRunning(id)) };
+        let GangState::Running { placement, expected_end, .. } = &gang.state else {
+            return Err(Error::NotRunning(id));
+        };
+        let (end, versions) = (*expected_end, self.plan_versions());
+        let first = self.gangs.running_by_end().first() == Some(&(end, id));
         self.cluster.release_placement(placement)?;
         self.quotas.refund(gang.queue, gang.total);
         self.lost.remove(&id);
-        Ok(self.gangs.stop(id).expect("running, checked above"))
+        let stopped = self.gangs.stop(id).expect("running, checked above");
+        self.plan_after_stop(versions, first, end);
+        Ok(stopped)
     }
 
     /// Stops a running gang without ending it: frees its capacity and quota and puts it back

@@ -31,6 +31,8 @@ mod node_loss;
 mod order;
 mod pending;
 mod placed;
+#[cfg(test)]
+mod plan_memo_tests;
 mod preempt;
 mod preemption;
 mod quota_tree;

@@ -131,6 +131,10 @@ impl Engine {
     pub fn replace_policy(&mut self, mut config: PolicyConfig) -> Result<Vec<(GangId, Unschedulable)>> {
         config.resolve_topology(self.cluster.topology())?;
         let old_tree = std::mem::replace(&mut self.quotas, QuotaTree::new(&config));
+        // A new tree starts its versions anew: a kept reservation plan could not tell. Its
+        // ceilings are new too.
+        self.plan_memo = None;
+        self.unlimited_queues.clear();
         let now = self.fair_share.last().unwrap_or(0);
         let mut history =
             FairShare::new(config.fair_sharing.enabled.then_some(config.fair_sharing.half_life_s).flatten());

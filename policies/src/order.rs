@@ -78,6 +78,9 @@ impl Cursor {
         }
         if self.ahead.is_empty() && !self.done {
             self.from = Bound::Included(key);
+            // The gangs read ahead were passed over: read few again, so that a walk that
+            // passes over the line gang after gang does not read (and drop) whole chunks.
+            self.chunk = 0;
         }
     }
 }

@@ -99,6 +99,7 @@ impl Engine {
         // Tests check every answer, and the tree after the search, against the tree as it was.
         #[cfg(debug_assertions)]
         let pristine = self.quotas.clone();
+        let version = self.quotas.version();
         let quotas = std::cell::RefCell::new(&mut self.quotas);
         let refunded: std::cell::RefCell<Vec<(GangId, crate::QueueIdx, Resources)>> = Default::default();
         let quota_ok = |gone: &[&Candidate]| {
@@ -125,6 +126,8 @@ impl Engine {
         for (_, leaf, amount) in refunded.into_inner().into_iter().rev() {
             q.charge(leaf, amount);
         }
+        // Everything refunded was charged back: the what-if counts as no change.
+        q.restore_version(version);
         #[cfg(debug_assertions)]
         debug_assert_eq!(format!("{q:?}"), format!("{pristine:?}"), "the search left the quota tree as it was");
         let Some(set) = chosen else {

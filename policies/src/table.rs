@@ -54,6 +54,9 @@ pub(crate) struct GangTable {
     running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
     /// Running gangs with pods on each host (looked up only).
     on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
+    /// Moves whenever a gang starts, stops or moves, or gangs are refiled: what a reservation's
+    /// replay of expected ends reads (see [`GangTable::running_version`]).
+    running_version: u64,
 }
 
 impl std::ops::Index<&GangId> for GangTable {
@@ -112,6 +115,12 @@ impl GangTable {
     }
 
     /// Running gangs by expected end.
+    /// Equal versions: the same running gangs with the same placements, expected ends, queues
+    /// and totals, and no gang's request or queue changed.
+    pub(crate) fn running_version(&self) -> u64 {
+        self.running_version
+    }
+
     pub(crate) fn running_by_end(&self) -> &BTreeSet<(u64, GangId)> {
         &self.running_by_end
     }
@@ -156,6 +165,7 @@ impl GangTable {
         self.index_pending(id, &record, false);
         let mut record = record;
         let expected_end = now.saturating_add(record.estimate);
+        self.running_version += 1;
         record.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
         record.ready = false;
         self.running_by_end.insert((expected_end, id));
@@ -172,6 +182,7 @@ impl GangTable {
         let GangState::Running { placement, start, expected_end } = &record.state else { return None };
         let (placement, start, expected_end) = (placement.clone(), *start, *expected_end);
         let (queue, priority) = (record.queue, record.request.priority);
+        self.running_version += 1;
         self.running_by_end.remove(&(expected_end, id));
         if let Some(set) = self.running_by_queue.get_mut(&queue) {
             set.remove(&(priority, id));
@@ -217,6 +228,7 @@ impl GangTable {
         let Some(record) = self.gangs.get_mut(&id) else { return };
         let GangState::Running { placement: p, .. } = &mut record.state else { return };
         *p = placement.clone();
+        self.running_version += 1;
         if let Some(set) = self.on_host.get_mut(&from) {
             set.remove(&id);
             if set.is_empty() {
@@ -231,6 +243,7 @@ impl GangTable {
     /// Gives every gang the queue and demand `resolve` says (the policy or the cluster's
     /// flavors changed) and files it again under them.
     pub(crate) fn refile(&mut self, mut resolve: impl FnMut(&GangRecord) -> (QueueIdx, Demand)) {
+        self.running_version += 1;
         self.by_request.clear();
         self.running_by_queue.clear();
         // Any order: each gang lands in its own queue's and request's sets.

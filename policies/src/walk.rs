@@ -34,9 +34,6 @@ pub(crate) struct Walk {
     pub(crate) settled_visit: bool,
     /// Gangs were passed over: they read their reason from the blanket.
     pub(crate) passed: bool,
-    /// Queues whose quota is unlimited (their ceiling is), so that passing over their gangs
-    /// needs no quota check.
-    pub(crate) unlimited_queues: BTreeMap<QueueIdx, bool>,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -53,7 +50,6 @@ impl Walk {
             placed: Default::default(),
             settled_visit: false,
             passed: false,
-            unlimited_queues: BTreeMap::new(),
             cycle,
         }
     }

@@ -5,7 +5,8 @@
 //!
 //! Run with `cargo bench -p trainyard-simulator --bench contended` (`-- --quick`: the shipped
 //! 3,000-job excerpt instead of `../shared/traces/philly/philly.csv`; `-- --only demo`: one
-//! cluster's replays). Prints each replay's wall time (after parsing, the best of three), the
+//! cluster's replays; `-- --policy NAME`: one policy's, without Python; `-- --runs N`: runs of
+//! each, 3 by default). Prints each replay's wall time (after parsing, the best of three), the
 //! ratios EASY / FIFO and trainyard / Python, the queueing delays each gives, the pending gangs
 //! a cycle looks at, a digest of every job's fate (equal digests: the same replay, to compare
 //! builds), and peak resident memory.
@@ -60,7 +61,7 @@ fn digest(outcomes: &[trainyard_simulator::JobOutcome]) -> u64 {
 fn trainyard(cluster_name: &str, policy: &str, jobs: &[TraceJob]) -> Run {
     // The best of a few runs: a shared machine's noise only ever adds time.
     let mut best: Option<Run> = None;
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let run = trainyard_once(cluster_name, policy, jobs);
         if let Some(b) = &best {
             assert_eq!(b.digest, run.digest, "two runs of one replay differ");
@@ -72,8 +73,15 @@ fn trainyard(cluster_name: &str, policy: &str, jobs: &[TraceJob]) -> Run {
     best.expect("at least one run")
 }
 
-/// Runs of each replay; the fastest counts.
+/// Runs of each replay by default (`-- --runs N` to change); the fastest counts.
 const RUNS: usize = 3;
+
+/// How many runs each replay gets: [`RUNS`], or `--runs N` (one run under a profiler or an
+/// instruction counter, where noise does not matter).
+fn runs() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == "--runs").and_then(|i| args.get(i + 1)).and_then(|n| n.parse().ok()).unwrap_or(RUNS)
+}
 
 fn trainyard_once(cluster_name: &str, policy: &str, jobs: &[TraceJob]) -> Run {
     let c = cluster(cluster_name);
@@ -101,7 +109,7 @@ fn reference(trace: &PathBuf, gpus: u64) -> Option<(Duration, f64, f64, f64)> {
     let script = root().join("simulator/benches/reference_fifo.py");
     // The best of as many runs as trainyard's, for the same reason.
     let mut best: Option<(Duration, std::process::Output)> = None;
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let started = Instant::now();
         let out = Command::new("python3").arg(&script).arg(trace).arg(gpus.to_string()).output().ok()?;
         let total = started.elapsed();
@@ -136,14 +144,19 @@ fn main() {
     // `--only NAME`: one cluster's replays (to profile one of them).
     let args: Vec<String> = std::env::args().collect();
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    // `--policy NAME`: one policy's replays, without the Python reference (to profile it).
+    let only_policy = args.iter().position(|a| a == "--policy").and_then(|i| args.get(i + 1)).cloned();
     for (cluster_name, policies) in [("demo", &["fifo", "easy-backfill"][..]), ("philly-2490", &["fifo"][..])] {
         if only.as_deref().is_some_and(|o| o != cluster_name) {
             continue;
         }
         let gpus = cluster(cluster_name).total_capacity().gpus;
-        let py = reference(&trace, gpus);
+        let py = if only_policy.is_some() { None } else { reference(&trace, gpus) };
         let mut fifo = None;
         for policy in policies {
+            if only_policy.as_deref().is_some_and(|p| p != *policy) {
+                continue;
+            }
             let Run { wall, mean_wait: mean, median_wait: p50, visits: (visits, cycles), digest } =
                 trainyard(cluster_name, policy, &jobs);
             let fifo_wall = *fifo.get_or_insert(wall);

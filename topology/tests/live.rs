@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use trainyard_topology::eligibility::{HostAttrs, HostFilter, Taint, TaintEffect, Toleration, TolerationOperator};
-use trainyard_topology::{Cluster, HostClass, HostId, HostSpec, PlacedSet, Removal, Resources, Topology};
+use trainyard_topology::{
+    Cluster, DomainId, HostClass, HostId, HostSpec, LevelConstraint, PlacedSet, PlacementPolicy, PlacementRequest,
+    Removal, Resources, Topology,
+};
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -207,6 +210,16 @@ proptest! {
         for op in &ops {
             apply(&mut c, &mut known, op);
             c.audit().map_err(|e| TestCaseError::fail(format!("after {op:?}: {e}")))?;
+            // A one-pod gang's host comes off the index of hosts by free GPUs: the same host the
+            // full greedy search over the tree picks (trainyard's policy is checked likewise by
+            // a debug assertion inside the search).
+            for gpus in [1, 3, 8] {
+                let request = PlacementRequest::new(1, Resources::gpus(gpus), LevelConstraint::UNCONSTRAINED);
+                let indexed = c.place_with(PlacementPolicy::Greedy, &request).map(|p| p.hosts);
+                let walked = c.place_within(&request, DomainId::ROOT).map(|p| p.hosts);
+                prop_assert_eq!(indexed, walked, "after {:?}, one pod of {} GPUs", op, gpus);
+                let _ = c.place(&request);
+            }
         }
         let mut fresh = from_scratch(&known);
         let fresh_class = fresh.class_of(&tolerant()).unwrap();

@@ -107,7 +107,7 @@ impl QuotaTree {
                 node.guaranteed[r] = quota[r] - node.lendable[r];
             }
         }
-        let mut tree = QuotaTree { nodes, by_name, undeclared: config.undeclared_queues.clone() };
+        let mut tree = QuotaTree { nodes, by_name, undeclared: config.undeclared_queues.clone(), version: 0 };
         let idle = tree.recompute_demands(|_, _| [0; R]);
         for (node, idle) in tree.nodes.iter_mut().zip(idle) {
             (node.idle_demand, node.demand) = (idle, idle);
@@ -118,6 +118,7 @@ impl QuotaTree {
     /// A leaf without any quota under the root, for a name no queue declares.
     pub(super) fn add_unlimited_leaf(&mut self, name: &str) -> QueueIdx {
         let q = QueueIdx(self.nodes.len());
+        self.version += 1;
         self.nodes.push(Node::blank(name, Some(self.root())));
         self.nodes[0].children.push(q);
         self.by_name.insert(name.to_string(), q);

@@ -149,6 +149,8 @@ pub struct QuotaTree {
     nodes: Vec<Node>,
     by_name: BTreeMap<String, QueueIdx>,
     undeclared: UndeclaredQueues,
+    /// Moves with every charge, refund and new queue (see [`QuotaTree::version`]).
+    version: u64,
 }
 
 /// The demands a walk reads: now, as if nothing ran, or computed for a what-if.
@@ -527,6 +529,7 @@ impl QuotaTree {
     /// Records that gangs of `leaf` now also hold `amount`. The caller checks first; the
     /// tree records whatever it is told. Panics if `leaf` is not a leaf.
     pub fn charge(&mut self, leaf: QueueIdx, amount: Resources) {
+        self.version += 1;
         self.shift(leaf, amounts(amount), true);
     }
 
@@ -538,6 +541,7 @@ impl QuotaTree {
         refunds: impl IntoIterator<Item = (QueueIdx, Resources)>,
         mut probe: impl FnMut(&QuotaTree) -> Option<T>,
     ) -> Option<(usize, T)> {
+        let version = self.version;
         let mut undo: Vec<(QueueIdx, Resources)> = Vec::new();
         let mut found = None;
         for (i, (leaf, amount)) in refunds.into_iter().enumerate() {
@@ -549,7 +553,20 @@ impl QuotaTree {
             }
         }
         self.recharge(undo);
+        // Every refund was charged back: the tree is as it was.
+        self.version = version;
         found
+    }
+
+    /// Moves with every change to usage or queues; equal versions answer every check the same.
+    pub(crate) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Takes the version back to `version`, read before refunds that were all charged back
+    /// since (a what-if), so that the what-if counts as no change.
+    pub(crate) fn restore_version(&mut self, version: u64) {
+        self.version = version;
     }
 
     /// Charges back, last first, refunds made for a what-if.
@@ -561,6 +578,7 @@ impl QuotaTree {
 
     /// Records that gangs of `leaf` released `amount`. Panics if that is more than it holds.
     pub fn refund(&mut self, leaf: QueueIdx, amount: Resources) {
+        self.version += 1;
         self.shift(leaf, amounts(amount), false);
     }
 

@@ -503,7 +503,9 @@ impl Cluster {
         if self.devices.is_none() || ids.is_empty() {
             return;
         }
+        self.journaling = self.open_txns > 0;
         self.move_devices(host, ids, take);
+        self.journaling = false;
         if self.open_txns > 0 {
             self.journal.push(super::Change::Devices(host, ids.to_vec().into_boxed_slice(), take));
         }

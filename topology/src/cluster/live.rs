@@ -93,8 +93,18 @@ impl Cluster {
         let capacity = self.topo.host_capacity(host);
         let state = &mut self.hosts[host.0 as usize];
         let before = state.view(capacity);
+        let counted = (state.used, state.foreign);
         change(state);
         let after = state.view(capacity);
+        if before == after && !attrs_changed && counted != (state.used, state.foreign) {
+            // An overcommitted host shows no free capacity either way, yet what it holds moved:
+            // what a gang's end would give back is another amount, so the state is another.
+            self.version += 1;
+            if !self.journaling {
+                self.unjournaled += 1;
+            }
+            return;
+        }
         self.apply(host, before, after, attrs_changed);
     }
 
@@ -103,9 +113,14 @@ impl Cluster {
         if before == after && !attrs_changed {
             return;
         }
+        self.version += 1;
+        if !self.journaling {
+            self.unjournaled += 1;
+        }
         let path = self.path_of(host);
         let path = path.as_slice();
         if before.free != after.free {
+            self.free_index.moved(path[0], before.free.gpus, after.free.gpus);
             for &d in path {
                 let f = &mut self.free[d as usize];
                 *f = f
@@ -134,6 +149,7 @@ impl Cluster {
     }
 
     pub(super) fn structure_changed(&mut self) {
+        self.changed_unjournaled();
         self.generation += 1;
         self.epoch += 1;
         self.classes.structure_changed();
@@ -384,6 +400,18 @@ impl Cluster {
                 return Err(format!("domain {d}: free {} but its hosts have {}", self.free[d], base[d]));
             }
         }
+        let mut indexed: Vec<(u32, u64)> = topo
+            .hosts()
+            .map(|h| (topo.host_domain(h).0, self.hosts[h.0 as usize].free(topo.host_capacity(h)).gpus))
+            .filter(|&(_, g)| g > 0)
+            .collect();
+        indexed.sort_unstable();
+        let oversized = indexed.iter().filter(|&&(_, g)| g > super::free_index::MAX_BUCKET).count();
+        indexed.retain(|&(_, g)| g <= super::free_index::MAX_BUCKET);
+        let have = self.free_index.entries();
+        if have != indexed || self.free_index.oversized() != oversized {
+            return Err(format!("hosts by free GPUs: indexed {have:?} but the hosts have {indexed:?}"));
+        }
         for h in topo.hosts() {
             let s = &self.hosts[h.0 as usize];
             let held = u64::from(s.gpus_taken.count_ones());
@@ -466,5 +494,25 @@ mod path_tests {
         let mut want: Vec<u32> = (0..INLINE_DEPTH as u32).collect();
         want.extend([99, 100]);
         assert_eq!(path.as_slice(), want.as_slice());
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn usage_hidden_by_an_overcommitted_host_still_moves_the_version() {
+        let yaml = "name: t\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 8}\n";
+        let mut c = Cluster::from_yaml(yaml, "t.yaml").unwrap();
+        c.allocate(HostId(0), Resources::gpus(8)).unwrap();
+        let full = c.version();
+        // The host shows no free GPUs before and after, but a gang's end now frees 7, not 8.
+        c.charge_foreign(HostId(0), Resources::gpus(1)).unwrap();
+        assert_eq!(c.host_free(HostId(0)).gpus, 0);
+        assert_ne!(c.version(), full);
+        let charged = c.version();
+        c.release_foreign(HostId(0), Resources::gpus(1)).unwrap();
+        assert_ne!(c.version(), charged);
     }
 }

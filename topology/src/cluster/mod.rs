@@ -13,6 +13,7 @@ mod classes;
 mod device_counts;
 mod device_sync;
 mod devices;
+mod free_index;
 mod gpus;
 mod live;
 mod search;
@@ -40,6 +41,10 @@ pub struct Txn {
     journal_len: usize,
     /// The free-capacity epoch when it opened: tentative releases rolled back move nothing.
     epoch: u64,
+    /// The state version and the count of unjournaled changes when it opened: a rollback
+    /// after journaled changes only gives the state back, and its version with it.
+    version: u64,
+    unjournaled: u64,
 }
 
 /// A journaled change: the host, the amount, and the GPU indices (a mask) it concerned; or DRA
@@ -103,6 +108,14 @@ pub struct Cluster {
     held: std::collections::BTreeSet<HostId>,
     /// DRA devices, when the cluster publishes any.
     devices: Option<Box<DeviceStore>>,
+    /// Usable hosts by free GPUs (base view): one-pod gangs find their host without a walk.
+    free_index: free_index::FreeGpuIndex,
+    /// Moves with every change a search could see (see [`Cluster::version`]).
+    version: u64,
+    /// Changes the journal does not record (a rollback cannot undo them).
+    unjournaled: u64,
+    /// A journaled change (or a rollback's undoing of one) is being applied.
+    journaling: bool,
 }
 
 impl Cluster {
@@ -112,6 +125,10 @@ impl Cluster {
         let scratch = placement::Scratch::new(topo.domain_count(), topo.host_depth());
         let hosts = (0..topo.host_slots()).map(|_| HostState { ready: true, ..HostState::default() }).collect();
         let classes = Classes::new(topo.host_slots());
+        let mut free_index = free_index::FreeGpuIndex::default();
+        for h in topo.hosts() {
+            free_index.moved(topo.host_domain(h).0, 0, topo.host_capacity(h).gpus);
+        }
         Cluster {
             topo,
             hosts,
@@ -127,12 +144,31 @@ impl Cluster {
             reaped: Vec::new(),
             held: std::collections::BTreeSet::new(),
             devices: None,
+            free_index,
+            version: 0,
+            unjournaled: 0,
+            journaling: false,
         }
     }
 
     /// Chooses how [`Cluster::place`] maps gangs onto hosts.
     pub fn set_placement_policy(&mut self, policy: PlacementPolicy) {
         self.policy = policy;
+        self.changed_unjournaled();
+    }
+
+    /// The state version: equal versions mean every search over the cluster answers the same
+    /// (same hosts, usage, devices, classes and policy). It moves with every change, and a
+    /// rollback of journaled changes only takes it back to where its transaction began, so
+    /// that what-ifs (a reservation's replay) do not count as changes.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// A change the journal does not record happened.
+    pub(super) fn changed_unjournaled(&mut self) {
+        self.version += 1;
+        self.unjournaled += 1;
     }
 
     /// The policy [`Cluster::place`] uses.
@@ -240,7 +276,9 @@ impl Cluster {
         if !free.covers(&amount) || self.hosts[host.0 as usize].gpus_taken & gpus != 0 {
             return Err(Error::Overcommit { host: self.topo.host_name(host).to_string(), free, asked: amount });
         }
+        self.journaling = self.open_txns > 0;
         self.shift_used(host, amount, gpus, true);
+        self.journaling = false;
         if self.open_txns > 0 {
             self.journal.push(Change::Allocated(host, amount, gpus));
         }
@@ -260,7 +298,9 @@ impl Cluster {
             let capacity = self.topo.host_capacity(host);
             return Err(Error::OverRelease { host: self.topo.host_name(host).to_string(), capacity, released: amount });
         }
+        self.journaling = self.open_txns > 0;
         self.shift_used(host, amount, gpus, false);
+        self.journaling = false;
         if self.open_txns > 0 {
             self.journal.push(Change::Released(host, amount, gpus));
         }
@@ -344,11 +384,12 @@ impl Cluster {
     /// Opens a (possibly nested) transaction.
     pub fn begin(&mut self) -> Txn {
         self.open_txns += 1;
-        Txn { journal_len: self.journal.len(), epoch: self.epoch }
+        Txn { journal_len: self.journal.len(), epoch: self.epoch, version: self.version, unjournaled: self.unjournaled }
     }
 
     /// Undoes every change since `txn` was opened.
     pub fn rollback(&mut self, txn: Txn) {
+        self.journaling = true;
         while self.journal.len() > txn.journal_len {
             match self.journal.pop().expect("length checked") {
                 Change::Allocated(h, r, g) => self.shift_used(h, r, g, false),
@@ -356,7 +397,12 @@ impl Cluster {
                 Change::Devices(h, ids, taken) => self.move_devices(h, &ids, !taken),
             }
         }
+        self.journaling = false;
         self.epoch = txn.epoch;
+        if self.unjournaled == txn.unjournaled {
+            // Only journaled changes happened since `begin`, all undone: the state is as it was.
+            self.version = txn.version;
+        }
         self.close(txn);
     }
 
@@ -397,6 +443,7 @@ impl Cluster {
             // Answers cached by request (which names the class by index) are about another filter.
             self.generation += 1;
             self.epoch += 1;
+            self.changed_unjournaled();
         }
         Some(class)
     }

@@ -280,6 +280,34 @@ pub(crate) fn place(
     }
 }
 
+/// Greedy's answer for a gang of one pod (no slice, any flavor) on `host`, the host greedy's
+/// count would pick, under `policy` (greedy or trainyard's); `None` when trainyard's policy
+/// would go on to the exact search (the caller then runs the full search). For one pod every
+/// level's bound is one domain, so the lower bound needs no count.
+pub(crate) fn one_pod_on(
+    topo: &Topology,
+    free: &[Resources],
+    request: &PlacementRequest,
+    host: HostId,
+    policy: PlacementPolicy,
+    model: &CostModel,
+) -> Option<Placement> {
+    debug_assert!(request.pods == 1 && request.constraint.slice.is_none() && request.flavor.is_none());
+    let mut greedy = greedy::finish(topo, free, request.pod, vec![host], SearchPath::Greedy, model);
+    match policy {
+        PlacementPolicy::Greedy => Some(greedy),
+        PlacementPolicy::Trainyard => {
+            let h = topo.host_depth();
+            let bound = (1..=h).map(|d| model.weight(d, h)).sum();
+            proven_with_bound(topo, request, &greedy, model, bound).then(|| {
+                greedy.lower_bound = Some(greedy.cost);
+                greedy
+            })
+        }
+        _ => None,
+    }
+}
+
 /// Whether a greedy answer is optimal without searching: it meets the level-count lower
 /// bound, or it is the single host that strands least and stranding there costs less than
 /// a second host would.
@@ -291,7 +319,18 @@ fn proven_optimal(
     scratch: &greedy::Scratch,
 ) -> bool {
     let Ok(units) = greedy::Units::of(request) else { return false };
-    if greedy.cost == greedy::lower_bound(topo, &units, scratch, model) {
+    proven_with_bound(topo, request, greedy, model, greedy::lower_bound(topo, &units, scratch, model))
+}
+
+/// [`proven_optimal`] given the lower bound.
+fn proven_with_bound(
+    topo: &Topology,
+    request: &PlacementRequest,
+    greedy: &Placement,
+    model: &CostModel,
+    lower_bound: u64,
+) -> bool {
+    if greedy.cost == lower_bound {
         return true;
     }
     // Greedy picks, among single hosts that hold the gang, the one that strands least.
