@@ -99,7 +99,8 @@ pub(crate) struct Failures {
     streams: Vec<SplitMix64>,
     gpus: Vec<u64>,
     events: BinaryHeap<Reverse<(u64, usize, Change)>>,
-    down: Vec<bool>,
+    /// Hosts down now; a host alternates between failing and repair, so this is a count.
+    down_hosts: usize,
     down_gpus: u64,
     /// Last time the down GPUs changed, for the down GPU-seconds.
     since: u64,
@@ -123,7 +124,7 @@ impl Failures {
                 .collect(),
             gpus: hosts.iter().map(|&h| topo.host_capacity(h).gpus).collect(),
             events: BinaryHeap::new(),
-            down: vec![false; hosts.len()],
+            down_hosts: 0,
             down_gpus: 0,
             since: start,
             down_gpu_s: 0,
@@ -165,13 +166,13 @@ impl Failures {
         self.account(now);
         let (mean, next) = match change {
             Change::Fail => {
-                self.down[host] = true;
+                self.down_hosts += 1;
                 self.down_gpus += self.gpus[host];
                 self.summary.host_failures += 1;
                 (self.model.repair_s, Change::Repair)
             }
             Change::Repair => {
-                self.down[host] = false;
+                self.down_hosts -= 1;
                 self.down_gpus -= self.gpus[host];
                 (self.model.mtbf_s, Change::Fail)
             }
@@ -188,7 +189,7 @@ impl Failures {
 
     /// Whether some host is down.
     pub(crate) fn any_down(&self) -> bool {
-        self.down_gpus > 0 || self.down.iter().any(|d| *d)
+        self.down_hosts > 0
     }
 
     fn account(&mut self, now: u64) {
