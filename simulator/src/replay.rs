@@ -155,8 +155,8 @@ pub fn replay_observed(
     let mut crashed: BTreeSet<usize> = BTreeSet::new();
     // Times the engine must look at hosts lost past the grace.
     let mut wakes: BinaryHeap<Reverse<u64>> = BinaryHeap::new();
-    // Failure events since a gang last started or ended: a replay whose pending gangs can never
-    // start stops instead of following failures forever.
+    // Failure events since a gang last arrived, started or ended: a replay whose pending gangs
+    // can never start stops instead of following failures forever.
     let mut idle_changes: u64 = 0;
     let idle_limit = 1_000 + 10 * engine.cluster().topology().host_count() as u64;
     let mut last_now = first_submit;
@@ -234,6 +234,7 @@ pub fn replay_observed(
             }
             next_arrival += 1;
             events += 1;
+            idle_changes = 0;
             let runtime_estimate = match options.estimates {
                 EstimateSource::Trace => job.runtime_estimate,
                 EstimateSource::Actual => Some(job.runtime),
