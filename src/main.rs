@@ -14,6 +14,10 @@ mod synth;
 
 use clap::Parser;
 
+/// The allocator the benchmarks measure too (`simulator/benches/contended.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let args = cli::Cli::parse();
     match args.run() {

@@ -26,7 +26,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     // Checked here, before the trace is read, so that a typo fails fast.
     slowdown.resolve(topo).context("--slowdown")?;
     let options = inputs::read_options(topo, args.skip_bad_rows);
-    let trace = inputs::load_trace(args.replay.trace.as_deref(), args.replay.format.as_deref(), &options)?;
+    let mut trace = inputs::load_trace(args.replay.trace.as_deref(), args.replay.format.as_deref(), &options)?;
     for warning in &trace.skipped {
         eprintln!("warning: {}: line {}: {} (row skipped)", trace.name, warning.line, warning.message);
     }
@@ -50,7 +50,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let result = replay(
         cluster,
         policy,
-        &trace.jobs,
+        // The jobs move into the outcomes: no copy of the trace.
+        std::mem::take(&mut trace.jobs),
         ReplayOptions { estimates, slowdown, explain, timeline: args.html.is_some(), failures: args.failures.model() },
         &mut on_progress,
     );
@@ -73,7 +74,7 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         if !result.explanations.is_empty() {
             text.push_str("\nExplanations (each time they changed)\n");
             for (t, i, x) in &result.explanations {
-                text.push_str(&format!("  t={t}s {}: {x}\n", trace.jobs[*i].id));
+                text.push_str(&format!("  t={t}s {}: {x}\n", result.outcomes[*i].job.id));
             }
         }
         text.push_str(&format!("\n{} events, {} scheduling cycles\n", result.events, result.cycles));

@@ -35,6 +35,11 @@ impl Group {
         self.keys.range((Bound::Excluded(after), Bound::Unbounded)).next().map(|(k, _)| *k)
     }
 
+    /// How many queues the gangs wait in.
+    pub(crate) fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
     /// The queues the gangs wait in, in index order.
     pub(crate) fn queues(&self) -> impl Iterator<Item = QueueIdx> + '_ {
         self.queues.keys().copied()
@@ -58,11 +63,21 @@ fn count<K: Ord>(counts: &mut BTreeMap<K, u32>, key: K, add: bool) {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ByRequest {
     groups: HashMap<Demand, Group, FastHash>,
+    /// Emptied groups kept for new requests: a request often empties and comes back (a gang
+    /// of a kind starts as soon as it arrives), and a group's maps keep their nodes when empty.
+    spare: Vec<Group>,
 }
+
+/// Emptied groups kept at most.
+const SPARE_GROUPS: usize = 16;
 
 impl ByRequest {
     pub(crate) fn insert(&mut self, demand: &Demand, key: OrderKey, id: GangId, estimate: u64, queue: QueueIdx) {
-        let group = self.groups.entry(demand.clone()).or_default();
+        // Most gangs join a request already waiting: look it up before cloning a key.
+        let group = match self.groups.get_mut(demand) {
+            Some(group) => group,
+            None => self.groups.entry(demand.clone()).or_insert_with(|| self.spare.pop().unwrap_or_default()),
+        };
         if group.keys.insert(key, id).is_none() {
             count(&mut group.estimates, estimate, true);
             count(&mut group.queues, queue, true);
@@ -76,8 +91,11 @@ impl ByRequest {
         }
         count(&mut group.estimates, estimate, false);
         count(&mut group.queues, queue, false);
-        if group.keys.is_empty() {
-            self.groups.remove(demand);
+        if group.keys.is_empty()
+            && let Some(empty) = self.groups.remove(demand)
+            && self.spare.len() < SPARE_GROUPS
+        {
+            self.spare.push(empty);
         }
     }
 

@@ -47,6 +47,8 @@ pub(crate) struct StopCheck {
     /// The open request the last check stopped at: while it is still open and not settled, the
     /// check answers at once, as its walk over every request would (see `nothing_left_starts`).
     witness: Option<Demand>,
+    /// The requests a check is about to probe (kept only for its buffer).
+    untried: Vec<Demand>,
 }
 
 impl Engine {
@@ -70,31 +72,44 @@ impl Engine {
         {
             return false;
         }
-        let mut untried: Vec<(Demand, Vec<crate::quota_tree::QueueIdx>)> = Vec::new();
+        // The list is kept between checks (cleared), so that a check allocates nothing.
+        let mut untried = std::mem::take(&mut walk.stop.untried);
+        untried.clear();
         for (demand, group) in self.gangs.by_request().requests() {
             if settled(demand, group) {
                 continue;
             }
             if walk.stop.open.get(demand) == Some(&admitted) {
                 walk.stop.witness = Some(demand.clone());
+                walk.stop.untried = untried;
                 return false;
             }
             if untried.len() == MAX_PROBES {
+                walk.stop.untried = untried;
                 return false;
             }
-            untried.push((demand.clone(), group.queues().collect()));
+            untried.push(demand.clone());
         }
-        for (demand, queues) in untried {
+        let mut answer = true;
+        for demand in untried.drain(..) {
             let total = demand.total();
-            if queues.len() <= MAX_QUOTA_PROBES && !queues.iter().any(|&q| self.quotas.check(q, total).is_ok()) {
+            let group = self.gangs.by_request().group(&demand).expect("listed from the requests above");
+            if group.queue_count() <= MAX_QUOTA_PROBES && !group.queues().any(|q| self.quotas.check(q, total).is_ok()) {
                 walk.stop.quota_settled.insert(demand);
+                continue;
+            }
+            // A failure found at today's free capacity stands (capacity only shrank since): the
+            // visit path takes it the same way, without a search.
+            if let Some((_, failure)) = self.failed_at.get(&demand).filter(|(e, _)| *e == self.cluster.epoch()) {
+                walk.failed_shapes.insert(demand, Arc::clone(failure));
                 continue;
             }
             match self.place_in_walk(walk, &demand) {
                 Ok(_) => {
                     walk.stop.open.insert(demand.clone(), admitted);
                     walk.stop.witness = Some(demand);
-                    return false;
+                    answer = false;
+                    break;
                 }
                 Err(failure) => {
                     let failure = Arc::new(failure);
@@ -103,7 +118,9 @@ impl Engine {
                 }
             }
         }
-        true
+        untried.clear();
+        walk.stop.untried = untried;
+        answer
     }
 
     /// The pending-order key of the first gang after `after` whose visit could do more than say

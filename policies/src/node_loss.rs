@@ -37,7 +37,9 @@ impl Engine {
     /// Looks again at a running gang's hosts at `now`.
     pub(crate) fn refresh_lost(&mut self, id: GangId, now: u64) {
         let Some(GangState::Running { placement, .. }) = self.gangs.get(&id).map(|g| &g.state) else { return };
-        let hosts: Vec<HostId> = placement.per_host().into_iter().map(|(h, _)| h).collect();
+        let mut hosts: Vec<HostId> = placement.hosts.clone();
+        hosts.sort_unstable();
+        hosts.dedup();
         for h in hosts {
             self.refresh_lost_host(id, h, now);
         }

@@ -37,11 +37,9 @@ impl Pending {
     /// Removes the gang under `key`.
     pub(crate) fn remove(&mut self, key: &OrderKey) -> Option<GangId> {
         let (id, queue) = self.all.remove(key)?;
+        // A queue's map stays when it empties (one per queue at most), to be filled again.
         if let Some(q) = self.by_queue.get_mut(&queue) {
             q.remove(key);
-            if q.is_empty() {
-                self.by_queue.remove(&queue);
-            }
         }
         Some(id)
     }
@@ -107,6 +105,6 @@ impl Pending {
 
     /// Queues with pending gangs, in index order.
     pub(crate) fn queues(&self) -> impl Iterator<Item = QueueIdx> + '_ {
-        self.by_queue.keys().copied()
+        self.by_queue.iter().filter(|(_, gangs)| !gangs.is_empty()).map(|(q, _)| *q)
     }
 }

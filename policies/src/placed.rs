@@ -33,6 +33,12 @@ impl Placed {
         self.found.get(demand)
     }
 
+    /// Forgets every placement (keeping the map's room).
+    pub(crate) fn clear(&mut self) {
+        self.found.clear();
+        self.at = Capacity::default();
+    }
+
     /// Remembers the placement found for `demand` at `at`; whatever was found at another
     /// capacity is forgotten.
     pub(crate) fn insert(&mut self, at: Capacity, demand: &Demand, placement: &Placement) {

@@ -38,21 +38,70 @@ fn order_key(g: &GangRecord) -> OrderKey {
     (Reverse(g.request.priority), g.request.submit, g.request.order, g.arrival)
 }
 
+/// The indices over pending gangs besides their order.
+#[derive(Debug, Default)]
+struct PendingIndex {
+    without_gpus: usize,
+    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
+    by_size: BTreeSet<SizeKey>,
+    by_request: ByRequest,
+    /// Pending gangs waiting out a backoff, by the time they may start.
+    backoffs: BTreeSet<(u64, GangId)>,
+}
+
+impl PendingIndex {
+    fn add(&mut self, id: GangId, record: &GangRecord) {
+        if record.gpus == 0 {
+            self.without_gpus += 1;
+        } else {
+            self.by_size.insert(size_key(id, &record.request));
+        }
+        self.by_request.insert(&record.demand, order_key(record), id, record.estimate, record.queue);
+    }
+
+    fn remove(&mut self, id: GangId, record: &GangRecord) {
+        if record.gpus == 0 {
+            self.without_gpus -= 1;
+        } else {
+            self.by_size.remove(&size_key(id, &record.request));
+        }
+        self.by_request.remove(&record.demand, order_key(record), record.estimate, record.queue);
+        if !self.backoffs.is_empty() {
+            self.backoffs.remove(&(record.not_before, id));
+        }
+    }
+}
+
+/// Files a running gang's pods under their hosts, or takes them out.
+fn index_hosts(
+    on_host: &mut HashMap<HostId, BTreeSet<GangId>, FastHash>,
+    id: GangId,
+    placement: &Placement,
+    add: bool,
+) {
+    // A host listed once per pod: filing the gang twice under it changes nothing.
+    for &host in &placement.hosts {
+        if add {
+            on_host.entry(host).or_default().insert(id);
+        } else if let Some(set) = on_host.get_mut(&host) {
+            set.remove(&id);
+        }
+    }
+}
+
 /// The gangs and their indices (see the module documentation).
 #[derive(Debug, Default)]
 pub(crate) struct GangTable {
     gangs: GangMap,
     pending: Pending,
-    pending_without_gpus: usize,
-    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
-    pending_by_size: BTreeSet<SizeKey>,
-    by_request: ByRequest,
-    /// Pending gangs waiting out a backoff, by the time they may start.
-    backoffs: BTreeSet<(u64, GangId)>,
+    /// The pending gangs by size, by request and by backoff (apart from the records, so that a
+    /// transition updates a record in place while it files it).
+    waiting: PendingIndex,
     running_by_end: BTreeSet<(u64, GangId)>,
     /// Running gangs of each queue by priority, lowest first: the preemption candidates.
     running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
-    /// Running gangs with pods on each host (looked up only).
+    /// Running gangs with pods on each host (looked up only). A host's set stays when it
+    /// empties: hosts fill and empty all the time, and the sets are at most one per host.
     on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
     /// Moves whenever a gang starts, stops or moves, or gangs are refiled: what a reservation's
     /// replay of expected ends reads (see [`GangTable::running_version`]).
@@ -101,17 +150,17 @@ impl GangTable {
     }
 
     pub(crate) fn pending_without_gpus(&self) -> usize {
-        self.pending_without_gpus
+        self.waiting.without_gpus
     }
 
     /// The smallest pending gang that asks for GPUs.
     pub(crate) fn smallest_pending(&self) -> Option<GangId> {
-        self.pending_by_size.first().map(|k| k.4)
+        self.waiting.by_size.first().map(|k| k.4)
     }
 
     /// Pending gangs by request.
     pub(crate) fn by_request(&self) -> &ByRequest {
-        &self.by_request
+        &self.waiting.by_request
     }
 
     /// Running gangs by expected end.
@@ -137,13 +186,13 @@ impl GangTable {
 
     /// When the first backoff ends.
     pub(crate) fn next_backoff(&self) -> Option<u64> {
-        self.backoffs.first().map(|&(t, _)| t)
+        self.waiting.backoffs.first().map(|&(t, _)| t)
     }
 
     /// Forgets backoffs that ended by `now` (the gangs' `not_before` says the same).
     pub(crate) fn expire_backoffs(&mut self, now: u64) {
-        while self.backoffs.first().is_some_and(|&(t, _)| t <= now) {
-            self.backoffs.pop_first();
+        while self.waiting.backoffs.first().is_some_and(|&(t, _)| t <= now) {
+            self.waiting.backoffs.pop_first();
         }
     }
 
@@ -152,26 +201,23 @@ impl GangTable {
         debug_assert!(matches!(record.state, GangState::Pending { .. }));
         let id = record.request.id;
         self.pending.insert(order_key(&record), id, record.queue);
-        self.index_pending(id, &record, true);
+        self.waiting.add(id, &record);
         self.gangs.insert(id, record);
     }
 
     /// A pending gang starts on `placement` at `now`: it leaves the pending order and indices
     /// and enters the running ones. Returns its expected end, or `None` if it is not pending.
     pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Option<u64> {
-        let record = self.gangs.get(&id).filter(|g| matches!(g.state, GangState::Pending { .. }))?;
+        let record = self.gangs.get_mut(&id).filter(|g| matches!(g.state, GangState::Pending { .. }))?;
         self.pending.remove(&order_key(record));
-        let record = self.gangs.remove(&id).expect("looked up above");
-        self.index_pending(id, &record, false);
-        let mut record = record;
+        self.waiting.remove(id, record);
         let expected_end = now.saturating_add(record.estimate);
         self.running_version += 1;
         record.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
         record.ready = false;
         self.running_by_end.insert((expected_end, id));
         self.running_by_queue.entry(record.queue).or_default().insert((record.request.priority, id));
-        self.index_hosts(id, placement, true);
-        self.gangs.insert(id, record);
+        index_hosts(&mut self.on_host, id, placement, true);
         Some(expected_end)
     }
 
@@ -184,13 +230,11 @@ impl GangTable {
         let (queue, priority) = (record.queue, record.request.priority);
         self.running_version += 1;
         self.running_by_end.remove(&(expected_end, id));
+        // A queue's set stays when it empties (one per queue at most), to be filled again.
         if let Some(set) = self.running_by_queue.get_mut(&queue) {
             set.remove(&(priority, id));
-            if set.is_empty() {
-                self.running_by_queue.remove(&queue);
-            }
         }
-        self.index_hosts(id, &placement, false);
+        index_hosts(&mut self.on_host, id, &placement, false);
         Some((placement, start))
     }
 
@@ -198,11 +242,8 @@ impl GangTable {
     pub(crate) fn requeue(&mut self, id: GangId, status: PendingStatus, cycle: u64) {
         let Some(record) = self.gangs.get_mut(&id) else { return };
         record.state = GangState::Pending { status, cycle };
-        let record = &self.gangs[&id];
         self.pending.insert(order_key(record), id, record.queue);
-        let record = self.gangs.remove(&id).expect("looked up above");
-        self.index_pending(id, &record, true);
-        self.gangs.insert(id, record);
+        self.waiting.add(id, record);
     }
 
     /// A pending or stopped gang leaves the table.
@@ -210,7 +251,7 @@ impl GangTable {
         let record = self.gangs.remove(&id)?;
         if matches!(record.state, GangState::Pending { .. }) {
             self.pending.remove(&order_key(&record));
-            self.index_pending(id, &record, false);
+            self.waiting.remove(id, &record);
         }
         Some(record)
     }
@@ -218,9 +259,9 @@ impl GangTable {
     /// A pending gang may not start before `until`.
     pub(crate) fn back_off(&mut self, id: GangId, until: u64) {
         let Some(record) = self.gangs.get_mut(&id) else { return };
-        self.backoffs.remove(&(record.not_before, id));
+        self.waiting.backoffs.remove(&(record.not_before, id));
         record.not_before = until;
-        self.backoffs.insert((until, id));
+        self.waiting.backoffs.insert((until, id));
     }
 
     /// A running gang moved its pods off `from` onto `placement`.
@@ -231,11 +272,8 @@ impl GangTable {
         self.running_version += 1;
         if let Some(set) = self.on_host.get_mut(&from) {
             set.remove(&id);
-            if set.is_empty() {
-                self.on_host.remove(&from);
-            }
         }
-        for (h, _) in placement.per_host() {
+        for &h in &placement.hosts {
             self.on_host.entry(h).or_default().insert(id);
         }
     }
@@ -244,7 +282,7 @@ impl GangTable {
     /// flavors changed) and files it again under them.
     pub(crate) fn refile(&mut self, mut resolve: impl FnMut(&GangRecord) -> (QueueIdx, Demand)) {
         self.running_version += 1;
-        self.by_request.clear();
+        self.waiting.by_request.clear();
         self.running_by_queue.clear();
         // Any order: each gang lands in its own queue's and request's sets.
         for (id, gang) in self.gangs.iter_mut() {
@@ -253,7 +291,7 @@ impl GangTable {
             match gang.state {
                 GangState::Pending { .. } => {
                     gang.demand = demand;
-                    self.by_request.insert(&gang.demand, order_key(gang), *id, gang.estimate, queue);
+                    self.waiting.by_request.insert(&gang.demand, order_key(gang), *id, gang.estimate, queue);
                 }
                 GangState::Running { .. } => {
                     self.running_by_queue.entry(queue).or_default().insert((gang.request.priority, *id));
@@ -262,38 +300,6 @@ impl GangTable {
         }
         let gangs = &self.gangs;
         self.pending.refile(|id| gangs[&id].queue);
-    }
-
-    fn index_pending(&mut self, id: GangId, record: &GangRecord, add: bool) {
-        if add {
-            if record.gpus == 0 {
-                self.pending_without_gpus += 1;
-            } else {
-                self.pending_by_size.insert(size_key(id, &record.request));
-            }
-            self.by_request.insert(&record.demand, order_key(record), id, record.estimate, record.queue);
-        } else {
-            if record.gpus == 0 {
-                self.pending_without_gpus -= 1;
-            } else {
-                self.pending_by_size.remove(&size_key(id, &record.request));
-            }
-            self.by_request.remove(&record.demand, order_key(record), record.estimate, record.queue);
-            self.backoffs.remove(&(record.not_before, id));
-        }
-    }
-
-    fn index_hosts(&mut self, id: GangId, placement: &Placement, add: bool) {
-        for (host, _) in placement.per_host() {
-            if add {
-                self.on_host.entry(host).or_default().insert(id);
-            } else if let Some(set) = self.on_host.get_mut(&host) {
-                set.remove(&id);
-                if set.is_empty() {
-                    self.on_host.remove(&host);
-                }
-            }
-        }
     }
 
     /// Every index agrees with the records (for tests): each pending gang is in the pending
@@ -308,10 +314,10 @@ impl GangTable {
                     pending += 1;
                     if g.gpus == 0 {
                         without_gpus += 1;
-                    } else if !self.pending_by_size.contains(&size_key(*id, &g.request)) {
+                    } else if !self.waiting.by_size.contains(&size_key(*id, &g.request)) {
                         return Err(format!("pending gang {id:?} missing from the size index"));
                     }
-                    if !self.by_request.ids(&g.demand).any(|x| x == *id) {
+                    if !self.waiting.by_request.ids(&g.demand).any(|x| x == *id) {
                         return Err(format!("pending gang {id:?} missing from the request index"));
                     }
                 }
@@ -333,9 +339,13 @@ impl GangTable {
         let on_hosts = self.on_host.values().flatten().collect::<BTreeSet<_>>().len();
         let checks = [
             (self.pending.len(), pending, "pending order"),
-            (self.pending_without_gpus + self.pending_by_size.len(), pending, "pending sizes"),
-            (self.pending_without_gpus, without_gpus, "pending gangs without GPUs"),
-            (self.by_request.requests().map(|(d, _)| self.by_request.ids(d).count()).sum(), pending, "requests"),
+            (self.waiting.without_gpus + self.waiting.by_size.len(), pending, "pending sizes"),
+            (self.waiting.without_gpus, without_gpus, "pending gangs without GPUs"),
+            (
+                self.waiting.by_request.requests().map(|(d, _)| self.waiting.by_request.ids(d).count()).sum(),
+                pending,
+                "requests",
+            ),
             (self.running_by_end.len(), running, "running by end"),
             (by_queue, running, "running by queue"),
             (on_hosts, running, "running by host"),

@@ -5,11 +5,16 @@
 //!
 //! Run with `cargo bench -p trainyard-simulator --bench contended` (`-- --quick`: the shipped
 //! 3,000-job excerpt instead of `../shared/traces/philly/philly.csv`; `-- --only demo`: one
-//! cluster's replays; `-- --policy NAME`: one policy's, without Python; `-- --runs N`: runs of
-//! each, 3 by default). Prints each replay's wall time (after parsing, the best of three), the
-//! ratios EASY / FIFO and trainyard / Python, the queueing delays each gives, the pending gangs
-//! a cycle looks at, a digest of every job's fate (equal digests: the same replay, to compare
-//! builds), and peak resident memory.
+//! cluster's replays; `-- --policy NAME`: one policy's, without Python; `-- --runs N`: rounds,
+//! 5 by default). A round runs a cluster's replays and the Python reference back to back. Prints
+//! each replay's best wall time (after parsing), the median over rounds of its ratios to FIFO
+//! and to Python in the same round, the queueing delays each gives, the pending gangs a cycle
+//! looks at, a digest of every job's fate (equal digests: the same replay, to compare builds),
+//! and peak resident memory.
+
+/// The `trainyard` binary's allocator, so that the replay is timed as the command runs it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -57,36 +62,34 @@ fn digest(outcomes: &[trainyard_simulator::JobOutcome]) -> u64 {
     h
 }
 
-/// One trainyard replay.
-fn trainyard(cluster_name: &str, policy: &str, jobs: &[TraceJob]) -> Run {
-    // The best of a few runs: a shared machine's noise only ever adds time.
-    let mut best: Option<Run> = None;
-    for _ in 0..runs() {
-        let run = trainyard_once(cluster_name, policy, jobs);
-        if let Some(b) = &best {
-            assert_eq!(b.digest, run.digest, "two runs of one replay differ");
-        }
-        if best.as_ref().is_none_or(|b| run.wall < b.wall) {
-            best = Some(run);
-        }
-    }
-    best.expect("at least one run")
-}
+/// Rounds by default (`-- --runs N` to change). Each round runs every replay of a cluster and
+/// the Python reference back to back, so that a round's ratios compare runs of the same
+/// minutes; the machine's speed drifts by more than the differences measured.
+const RUNS: usize = 5;
 
-/// Runs of each replay by default (`-- --runs N` to change); the fastest counts.
-const RUNS: usize = 3;
-
-/// How many runs each replay gets: [`RUNS`], or `--runs N` (one run under a profiler or an
-/// instruction counter, where noise does not matter).
+/// How many rounds: [`RUNS`], or `--runs N` (one run under a profiler or an instruction
+/// counter, where noise does not matter).
 fn runs() -> usize {
     let args: Vec<String> = std::env::args().collect();
     args.iter().position(|a| a == "--runs").and_then(|i| args.get(i + 1)).and_then(|n| n.parse().ok()).unwrap_or(RUNS)
+}
+
+/// The median of some ratios.
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { xs[n / 2] } else { (xs[n / 2 - 1] + xs[n / 2]) / 2.0 }
 }
 
 fn trainyard_once(cluster_name: &str, policy: &str, jobs: &[TraceJob]) -> Run {
     let c = cluster(cluster_name);
     let gpus = c.total_capacity().gpus;
     let p = PolicyConfig::builtin(policy).expect("built-in policy");
+    // The jobs are handed over as `trainyard simulate` hands over the ones it parsed.
+    let jobs = jobs.to_vec();
     let started = Instant::now();
     let options = ReplayOptions { estimates: EstimateSource::Trace, ..ReplayOptions::default() };
     let mut visits = 0;
@@ -103,21 +106,13 @@ fn trainyard_once(cluster_name: &str, policy: &str, jobs: &[TraceJob]) -> Run {
     }
 }
 
-/// The Python reference on `trace` with `gpus`: its whole process time (parsing included, the
-/// best of [`RUNS`]), its simulation time, and its mean and median wait; `None` without python3.
+/// One run of the Python reference on `trace` with `gpus`: its whole process time (parsing
+/// included), its simulation time, and its mean and median wait; `None` without python3.
 fn reference(trace: &PathBuf, gpus: u64) -> Option<(Duration, f64, f64, f64)> {
     let script = root().join("simulator/benches/reference_fifo.py");
-    // The best of as many runs as trainyard's, for the same reason.
-    let mut best: Option<(Duration, std::process::Output)> = None;
-    for _ in 0..runs() {
-        let started = Instant::now();
-        let out = Command::new("python3").arg(&script).arg(trace).arg(gpus.to_string()).output().ok()?;
-        let total = started.elapsed();
-        if best.as_ref().is_none_or(|(b, _)| total < *b) {
-            best = Some((total, out));
-        }
-    }
-    let (total, out) = best?;
+    let started = Instant::now();
+    let out = Command::new("python3").arg(&script).arg(trace).arg(gpus.to_string()).output().ok()?;
+    let total = started.elapsed();
     let text = String::from_utf8(out.stdout).ok()?;
     let field = |key: &str| -> Option<f64> {
         text.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{key}="))).and_then(|v| v.parse().ok())
@@ -151,27 +146,56 @@ fn main() {
             continue;
         }
         let gpus = cluster(cluster_name).total_capacity().gpus;
-        let py = if only_policy.is_some() { None } else { reference(&trace, gpus) };
-        let mut fifo = None;
-        for policy in policies {
-            if only_policy.as_deref().is_some_and(|p| p != *policy) {
-                continue;
+        let policies: Vec<&str> =
+            policies.iter().copied().filter(|p| only_policy.as_deref().is_none_or(|o| o == *p)).collect();
+        // Per policy: the fastest run, and each round's ratios to FIFO and to Python.
+        let mut best: Vec<Option<Run>> = policies.iter().map(|_| None).collect();
+        let mut vs_fifo: Vec<Vec<f64>> = vec![Vec::new(); policies.len()];
+        let mut vs_py: Vec<Vec<f64>> = vec![Vec::new(); policies.len()];
+        let mut py_best: Option<(Duration, f64, f64, f64)> = None;
+        for _ in 0..runs() {
+            let round: Vec<Run> = policies.iter().map(|p| trainyard_once(cluster_name, p, &jobs)).collect();
+            let py = if only_policy.is_some() { None } else { reference(&trace, gpus) };
+            let fifo_wall = round.first().map(|r| r.wall.as_secs_f64()).unwrap_or(f64::NAN);
+            for (i, run) in round.into_iter().enumerate() {
+                vs_fifo[i].push(run.wall.as_secs_f64() / fifo_wall);
+                if let Some((total, ..)) = py {
+                    vs_py[i].push(run.wall.as_secs_f64() / total.as_secs_f64());
+                }
+                if let Some(b) = &best[i] {
+                    assert_eq!(b.digest, run.digest, "two runs of one replay differ");
+                }
+                if best[i].as_ref().is_none_or(|b| run.wall < b.wall) {
+                    best[i] = Some(run);
+                }
             }
-            let Run { wall, mean_wait: mean, median_wait: p50, visits: (visits, cycles), digest } =
-                trainyard(cluster_name, policy, &jobs);
-            let fifo_wall = *fifo.get_or_insert(wall);
-            let vs_fifo = wall.as_secs_f64() / fifo_wall.as_secs_f64();
-            let vs_py = py.map(|(total, ..)| format!("{:.2}x", wall.as_secs_f64() / total.as_secs_f64()));
+            if let Some(p) = py
+                && py_best.is_none_or(|b| p.0 < b.0)
+            {
+                py_best = Some(p);
+            }
+        }
+        for (i, policy) in policies.iter().enumerate() {
+            let Some(Run { wall, mean_wait: mean, median_wait: p50, visits: (visits, cycles), digest }) = best[i]
+            else {
+                continue;
+            };
+            let to_py = if vs_py[i].is_empty() {
+                "no python3".to_string()
+            } else {
+                format!("{:.2}x of Python's whole run", median(vs_py[i].clone()))
+            };
             println!(
-                "{cluster_name:>12} {gpus:>5} GPUs {policy:>14}: {:>9.3} s ({vs_fifo:.1}x FIFO, {} of Python's whole run); wait mean {mean:.0} s, median {p50:.0} s; {:.1} gangs looked at per cycle; digest {digest:016x}",
+                "{cluster_name:>12} {gpus:>5} GPUs {policy:>14}: {:>9.3} s best; median of {} rounds {:.1}x FIFO, {to_py}; wait mean {mean:.0} s, median {p50:.0} s; {:.1} gangs looked at per cycle; digest {digest:016x}",
                 wall.as_secs_f64(),
-                vs_py.unwrap_or_else(|| "no python3".into()),
+                vs_fifo[i].len(),
+                median(vs_fifo[i].clone()),
                 visits as f64 / cycles.max(1) as f64,
             );
         }
-        if let Some((total, sim, mean, median)) = py {
+        if let Some((total, sim, mean, median)) = py_best {
             println!(
-                "{cluster_name:>12} {gpus:>5} GPUs {:>14}: {:>9.3} s whole run ({sim:.3} s simulating); wait mean {mean:.0} s, median {median:.0} s",
+                "{cluster_name:>12} {gpus:>5} GPUs {:>14}: {:>9.3} s best whole run ({sim:.3} s simulating); wait mean {mean:.0} s, median {median:.0} s",
                 "python fifo",
                 total.as_secs_f64(),
             );

@@ -6,6 +6,10 @@
 //! congested 704-GPU cluster under both policies. Numbers are printed with their ratio to the
 //! target, so one run is self-contained.
 
+/// The `trainyard` binary's allocator, so that the replay is timed as the command runs it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -49,6 +53,8 @@ fn timed(
     for _ in 0..RUNS {
         let c = cluster(cluster_name);
         let p = PolicyConfig::builtin(policy).expect("built-in policy");
+        // The jobs are handed over as `trainyard simulate` hands over the ones it parsed.
+        let jobs = jobs.to_vec();
         let started = Instant::now();
         let options = ReplayOptions { estimates, ..ReplayOptions::default() };
         let result = replay(c, p, jobs, options, &mut |_| {}).expect("replay");

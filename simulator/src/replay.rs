@@ -1,6 +1,7 @@
 //! The discrete-event loop: trace arrivals and gang completions on a virtual clock,
 //! with one engine cycle after each batch of simultaneous events.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
@@ -104,11 +105,12 @@ impl ReplayResult {
 const PROGRESS_EVERY: u64 = 4096;
 
 /// Replays `jobs` (sorted by submit time) through a fresh engine. Fails before anything runs
-/// when `options.slowdown` names a level the cluster does not have.
-pub fn replay(
+/// when `options.slowdown` names a level the cluster does not have. Jobs handed over by value
+/// move into the outcomes; borrowed ones are copied there.
+pub fn replay<'a>(
     cluster: Cluster,
     policy: PolicyConfig,
-    jobs: &[TraceJob],
+    jobs: impl Into<Cow<'a, [TraceJob]>>,
     options: ReplayOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ReplayResult, SimError> {
@@ -118,14 +120,16 @@ pub fn replay(
 /// [`replay`], calling `observer` after every scheduling cycle with the engine as the cycle
 /// left it (its admissions already committed) and the cycle itself. The observer sees the
 /// engine read-only, so observing cannot change what the replay does.
-pub fn replay_observed(
+pub fn replay_observed<'a>(
     cluster: Cluster,
     policy: PolicyConfig,
-    jobs: &[TraceJob],
+    jobs: impl Into<Cow<'a, [TraceJob]>>,
     options: ReplayOptions,
     progress: &mut dyn FnMut(Progress),
     observer: &mut dyn FnMut(&Engine, &Cycle),
 ) -> Result<ReplayResult, SimError> {
+    let owned: Cow<'a, [TraceJob]> = jobs.into();
+    let jobs: &[TraceJob] = &owned;
     let slowdown = options.slowdown.resolve(cluster.topology())?;
     let mut tracker = Tracker::new();
     let mut engine = Engine::try_new(cluster, policy)?;
@@ -363,13 +367,11 @@ pub fn replay_observed(
         }
     }
     progress(Progress { done, total, now: runs.last_queued().unwrap_or(0) });
-    let outcomes = jobs
-        .iter()
+    let outcomes = owned
+        .into_owned()
+        .into_iter()
         .zip(fates)
-        .map(|(job, fate)| JobOutcome {
-            job: job.clone(),
-            fate: fate.expect("every job either finished or was rejected"),
-        })
+        .map(|(job, fate)| JobOutcome { job, fate: fate.expect("every job either finished or was rejected") })
         .collect();
     Ok(ReplayResult {
         outcomes,

@@ -31,7 +31,7 @@ fn model(seed: u64) -> FailureModel {
 
 fn run(policy: PolicyConfig, failures: Option<FailureModel>) -> ReplayResult {
     let options = ReplayOptions { failures, ..ReplayOptions::default() };
-    replay(cluster(), policy, &jobs(), options, &mut |_| {}).unwrap()
+    replay(cluster(), policy, jobs(), options, &mut |_| {}).unwrap()
 }
 
 fn summary(r: &ReplayResult) -> &FailureSummary {

@@ -23,7 +23,7 @@ fn jobs() -> Vec<TraceJob> {
 
 fn run(policy_yaml: &str) -> ReplayResult {
     let policy = PolicyConfig::from_yaml(policy_yaml, "policy.yaml").unwrap();
-    replay(tiny(), policy, &jobs(), ReplayOptions::default(), &mut |_| {}).unwrap()
+    replay(tiny(), policy, jobs(), ReplayOptions::default(), &mut |_| {}).unwrap()
 }
 
 fn span(result: &ReplayResult, i: usize) -> (u64, u64) {

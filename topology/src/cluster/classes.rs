@@ -133,6 +133,10 @@ impl Classes {
         base: &[Resources],
         store: Option<&mut DeviceStore>,
     ) -> Option<(HostClass, bool)> {
+        // Most gangs carry no filter, layout or claims: the default class, held for ever.
+        if layout.is_none() && devices.is_none() && *filter == HostFilter::default() {
+            return Some((HostClass::DEFAULT, false));
+        }
         let key = (filter.clone(), layout, devices);
         if let Some(&i) = self.by_filter.get(&key) {
             let class = self.slots[usize::from(i)].as_mut().expect("indexed classes exist");

@@ -175,15 +175,14 @@ pub(super) fn per_host_with_gpus(placement: &Placement, gpus: &[u64]) -> Vec<(Ho
     let mut pods: Vec<(HostId, Resources, u64)> =
         placement.pods().enumerate().map(|(i, (h, r))| (h, r, gpus.get(i).copied().unwrap_or(0))).collect();
     pods.sort_unstable_by_key(|&(h, _, _)| h);
-    let mut out: Vec<(HostId, Resources, u64)> = Vec::with_capacity(pods.len());
-    for (h, pod, mask) in pods {
-        match out.last_mut() {
-            Some((last, sum, m)) if *last == h => {
-                *sum = sum.saturating_add(&pod);
-                *m |= mask;
-            }
-            _ => out.push((h, pod, mask)),
+    // Pods of one host fold into the first of them, in place.
+    pods.dedup_by(|(h, pod, mask), (first, sum, m)| {
+        if h != first {
+            return false;
         }
-    }
-    out
+        *sum = sum.saturating_add(pod);
+        *m |= *mask;
+        true
+    });
+    pods
 }
