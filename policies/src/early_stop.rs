@@ -104,7 +104,7 @@ impl Engine {
                 walk.failed_shapes.insert(demand, Arc::clone(failure));
                 continue;
             }
-            match self.place_in_walk(walk, &demand) {
+            match self.place_kept(&demand) {
                 Ok(_) => {
                     walk.stop.open.insert(demand.clone(), admitted);
                     walk.stop.witness = Some(demand);

@@ -133,9 +133,8 @@ pub struct Engine {
     /// over its gangs needs no quota check. A ceiling counts nothing running, so it changes only
     /// with the policy: kept across cycles, cleared when the policy is replaced.
     pub(crate) unlimited_queues: Vec<Option<bool>>,
-    /// The last cycle's memo of placements, emptied, lent to the next cycle's walk so that a
-    /// cycle does not build its map anew.
-    pub(crate) placed_spare: crate::placed::Placed,
+    /// Placements found at the cluster's current version, across cycles (`placed.rs`).
+    pub(crate) placed: crate::placed::Placed,
 }
 
 /// The flavor index of each queue bound to one (`u16::MAX` for a flavor no node has).
@@ -200,7 +199,7 @@ impl Engine {
             pruned_generation: 0,
             plan_memo: None,
             unlimited_queues: Vec::new(),
-            placed_spare: Default::default(),
+            placed: Default::default(),
         };
         engine.pruned_generation = engine.cluster.generation();
         engine.apply_settings(&config);
@@ -324,7 +323,6 @@ impl Engine {
         self.cycle += 1;
         let blanket_before = self.blanket.take();
         let mut walk = Walk::new(self.config.backfill, cycle);
-        walk.placed = std::mem::take(&mut self.placed_spare);
         self.advance_history(now);
         self.gangs.pending_cycle().open_cycle();
         let mut order = Order::new(self.gangs.pending(), self.fair.is_some());
@@ -350,9 +348,7 @@ impl Engine {
             self.stop_nothing_starts(&mut walk);
         }
         self.gangs.pending_cycle().close_cycle();
-        let Walk { mut cycle, reservation, mut placed, .. } = walk;
-        placed.clear();
-        self.placed_spare = placed;
+        let Walk { mut cycle, reservation, .. } = walk;
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
             // Gangs the cycle did not reach now read another blanket reason. They are listed

@@ -27,8 +27,6 @@ pub(crate) struct Walk {
     pub(crate) holds: Holds,
     /// What the walk learnt about whether anything left in it can start.
     pub(crate) stop: crate::early_stop::StopCheck,
-    /// Placements found since the free capacity last changed.
-    pub(crate) placed: crate::placed::Placed,
     /// The last gang visited only heard again why it waits (its request failed or was refused):
     /// the gangs after it may be passed over up to the next one that could start.
     pub(crate) settled_visit: bool,
@@ -47,7 +45,6 @@ impl Walk {
             reservation: None,
             holds: Holds::default(),
             stop: Default::default(),
-            placed: Default::default(),
             settled_visit: false,
             passed: false,
             cycle,
@@ -108,7 +105,7 @@ impl Engine {
         // A known failure is shared, not copied: most gangs a cycle visits meet one.
         let placed = match known {
             Some(failure) => Err(Arc::clone(failure)),
-            None => self.place_in_walk(walk, &request).map_err(Arc::new),
+            None => self.place_kept(&request).map_err(Arc::new),
         };
         let placement = match placed {
             Ok(p) => p,
@@ -292,22 +289,21 @@ impl Engine {
         }
     }
 
-    /// Where a gang of `request` would go now: the placement already found since the free
-    /// capacity last changed, or a new search (remembered for the next gang of the request).
-    pub(crate) fn place_in_walk(
+    /// Where a gang of `request` would go now: the placement already found at the cluster's
+    /// state, or a new search (remembered for the next gang of the request).
+    pub(crate) fn place_kept(
         &mut self,
-        walk: &mut Walk,
         request: &Demand,
     ) -> std::result::Result<trainyard_topology::Placement, PlacementFailure> {
-        let at = (self.cluster.epoch(), walk.cycle.admitted.len());
-        if let Some(found) = walk.placed.get(at, request) {
+        let at = self.cluster.version();
+        if let Some(found) = self.placed.get(at, request) {
             let found = found.clone();
             // Tests check every answer taken from the memo against a new search.
             debug_assert_eq!(self.cluster.place_demand(request).as_ref(), Ok(&found), "a stale placement");
             return Ok(found);
         }
         let placement = self.cluster.place_demand(request)?;
-        walk.placed.insert(at, request, &placement);
+        self.placed.insert(at, request, &placement);
         Ok(placement)
     }
 

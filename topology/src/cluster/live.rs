@@ -99,7 +99,7 @@ impl Cluster {
         if before == after && !attrs_changed && counted != (state.used, state.foreign) {
             // An overcommitted host shows no free capacity either way, yet what it holds moved:
             // what a gang's end would give back is another amount, so the state is another.
-            self.version += 1;
+            self.bump_version();
             if !self.journaling {
                 self.unjournaled += 1;
             }
@@ -113,7 +113,7 @@ impl Cluster {
         if before == after && !attrs_changed {
             return;
         }
-        self.version += 1;
+        self.bump_version();
         if !self.journaling {
             self.unjournaled += 1;
         }
@@ -514,5 +514,21 @@ mod version_tests {
         let charged = c.version();
         c.release_foreign(HostId(0), Resources::gpus(1)).unwrap();
         assert_ne!(c.version(), charged);
+    }
+
+    #[test]
+    fn a_rollback_gives_the_version_back_and_the_next_change_a_new_one() {
+        let yaml = "name: t\nlevels: [host]\ngenerate:\n  counts: [2]\n  node: {gpus: 8, cpus: 8}\n";
+        let mut c = Cluster::from_yaml(yaml, "t.yaml").unwrap();
+        let start = c.version();
+        let txn = c.begin();
+        c.allocate(HostId(0), Resources::gpus(2)).unwrap();
+        let what_if = c.version();
+        c.rollback(txn);
+        assert_eq!(c.version(), start, "the state is as it was");
+        // Another state than the what-if's: it must not carry the what-if's version.
+        c.allocate(HostId(1), Resources::gpus(2)).unwrap();
+        assert_ne!(c.version(), what_if);
+        assert_ne!(c.version(), start);
     }
 }

@@ -112,6 +112,9 @@ pub struct Cluster {
     free_index: free_index::FreeGpuIndex,
     /// Moves with every change a search could see (see [`Cluster::version`]).
     version: u64,
+    /// The highest version handed out, rolled back or not: a change after a rollback takes a
+    /// number no earlier state had.
+    last_version: u64,
     /// Changes the journal does not record (a rollback cannot undo them).
     unjournaled: u64,
     /// A journaled change (or a rollback's undoing of one) is being applied.
@@ -146,6 +149,7 @@ impl Cluster {
             devices: None,
             free_index,
             version: 0,
+            last_version: 0,
             unjournaled: 0,
             journaling: false,
         }
@@ -160,15 +164,22 @@ impl Cluster {
     /// The state version: equal versions mean every search over the cluster answers the same
     /// (same hosts, usage, devices, classes and policy). It moves with every change, and a
     /// rollback of journaled changes only takes it back to where its transaction began, so
-    /// that what-ifs (a reservation's replay) do not count as changes.
+    /// that what-ifs (a reservation's replay) do not count as changes. A version is never
+    /// handed out twice: the what-if's states and the states after a rollback differ in it.
     pub fn version(&self) -> u64 {
         self.version
     }
 
     /// A change the journal does not record happened.
     pub(super) fn changed_unjournaled(&mut self) {
-        self.version += 1;
+        self.bump_version();
         self.unjournaled += 1;
+    }
+
+    /// A new state: a version no state had before.
+    pub(super) fn bump_version(&mut self) {
+        self.last_version += 1;
+        self.version = self.last_version;
     }
 
     /// The policy [`Cluster::place`] uses.
