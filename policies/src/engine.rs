@@ -121,6 +121,8 @@ pub struct Engine {
     ran: bool,
     /// Gangs whose decision may have changed since the caller last asked (sorted when taken).
     pub(crate) changed: crate::gang_map::GangSet,
+    /// Whether anybody takes the changed gangs (see [`Engine::ignore_changes`]).
+    pub(crate) follows_changes: bool,
     /// The blanket reason of gangs a cycle did not reach moved since the caller last asked.
     pub(crate) blanket_moved: bool,
     /// Running gangs with lost hosts, each with when it was lost.
@@ -194,6 +196,7 @@ impl Engine {
             last_full: None,
             ran: false,
             changed: crate::gang_map::GangSet::default(),
+            follows_changes: true,
             blanket_moved: false,
             lost: BTreeMap::new(),
             pruned_generation: 0,

@@ -63,9 +63,10 @@ impl Engine {
         let Some(queue) = self.quotas.resolve(&request.queue) else {
             return Ok(Submitted::Unschedulable(Unschedulable::UnknownQueue { queue: request.queue.clone() }));
         };
-        let gpus = shape.total().gpus;
+        let total = shape.total();
+        let gpus = total.gpus;
         let ceiling = self.quotas.ceiling(queue);
-        if !ceiling.covers(&shape.total()) {
+        if !ceiling.covers(&total) {
             return Ok(Submitted::Unschedulable(Unschedulable::ExceedsQuota {
                 queue: request.queue.clone(),
                 requested_gpus: gpus,
@@ -91,7 +92,6 @@ impl Engine {
             }
             return Ok(Submitted::Unschedulable(Unschedulable::NeverFits(failure.into())));
         }
-        let total = shape.total();
         let estimate = request.runtime_estimate.unwrap_or(self.config.default_runtime_estimate_s).max(1);
         let arrival = self.arrivals;
         self.arrivals += 1;
@@ -291,13 +291,22 @@ impl Engine {
 
     /// Records that what the caller should say about `id` may have changed.
     pub(crate) fn touch(&mut self, id: GangId) {
-        self.changed.insert(id);
+        if self.follows_changes {
+            self.changed.insert(id);
+        }
+    }
+
+    /// For a caller that never takes the changed gangs (a replay): they are not kept, so the set
+    /// does not grow with every gang that ever came; [`Engine::take_changed`] then lists none.
+    pub fn ignore_changes(&mut self) {
+        self.follows_changes = false;
+        self.changed.clear();
     }
 
     /// The gangs whose decision may have changed since the last call: submitted, started,
     /// stopped, or pending for another reason. Lets a caller follow the engine in O(changes).
     pub fn take_changed(&mut self) -> Vec<GangId> {
-        if std::mem::take(&mut self.blanket_moved) {
+        if std::mem::take(&mut self.blanket_moved) && self.follows_changes {
             // Gangs the last cycle did not reach read the blanket reason, which moved since the
             // last call. A gang reached since then was touched when its reason was set or kept.
             let (gangs, changed, now) = (&self.gangs, &mut self.changed, self.cycle);

@@ -183,7 +183,9 @@ impl Engine {
         self.never_fits.clear();
         self.failed_at.clear();
         self.dirty = true;
-        self.changed.extend(self.gangs.pending().ids());
+        if self.follows_changes {
+            self.changed.extend(self.gangs.pending().ids());
+        }
         Ok(dropped)
     }
 

@@ -23,13 +23,14 @@ use crate::engine::{GangRecord, GangState, OrderKey};
 use crate::gang_map::{FastHash, GangMap};
 use crate::pending::Pending;
 use crate::quota_tree::QueueIdx;
-use crate::{GangId, GangRequest, PendingStatus};
+use crate::{GangId, PendingStatus};
 
 /// Size order of pending gangs: fewest GPUs, smallest pod, higher priority, earlier submission.
 type SizeKey = (u64, Resources, Reverse<i32>, u64, GangId);
 
-fn size_key(id: GangId, request: &GangRequest) -> SizeKey {
-    (request.shape.total().gpus, request.shape.largest_pod(), Reverse(request.priority), request.submit, id)
+fn size_key(id: GangId, record: &GangRecord) -> SizeKey {
+    let request = &record.request;
+    (record.gpus, request.shape.largest_pod(), Reverse(request.priority), request.submit, id)
 }
 
 /// The pending-order key of a gang: higher priority first, then earlier submission, then the
@@ -54,7 +55,7 @@ impl PendingIndex {
         if record.gpus == 0 {
             self.without_gpus += 1;
         } else {
-            self.by_size.insert(size_key(id, &record.request));
+            self.by_size.insert(size_key(id, record));
         }
         self.by_request.insert(&record.demand, order_key(record), id, record.estimate, record.queue);
     }
@@ -63,7 +64,7 @@ impl PendingIndex {
         if record.gpus == 0 {
             self.without_gpus -= 1;
         } else {
-            self.by_size.remove(&size_key(id, &record.request));
+            self.by_size.remove(&size_key(id, record));
         }
         self.by_request.remove(&record.demand, order_key(record), record.estimate, record.queue);
         if !self.backoffs.is_empty() {
@@ -224,9 +225,11 @@ impl GangTable {
     /// A running gang stops holding anything: it leaves the running indices and is returned
     /// with its placement and start; the caller requeues or removes it.
     pub(crate) fn stop(&mut self, id: GangId) -> Option<(Placement, u64)> {
-        let record = self.gangs.get(&id)?;
-        let GangState::Running { placement, start, expected_end } = &record.state else { return None };
-        let (placement, start, expected_end) = (placement.clone(), *start, *expected_end);
+        let record = self.gangs.get_mut(&id)?;
+        let GangState::Running { placement, start, expected_end } = &mut record.state else { return None };
+        // A stopped gang holds nothing: its placement moves out (the caller requeues or removes
+        // the record in the same call).
+        let (placement, start, expected_end) = (std::mem::replace(placement, Placement::none()), *start, *expected_end);
         let (queue, priority) = (record.queue, record.request.priority);
         self.running_version += 1;
         self.running_by_end.remove(&(expected_end, id));
@@ -314,7 +317,7 @@ impl GangTable {
                     pending += 1;
                     if g.gpus == 0 {
                         without_gpus += 1;
-                    } else if !self.waiting.by_size.contains(&size_key(*id, &g.request)) {
+                    } else if !self.waiting.by_size.contains(&size_key(*id, g)) {
                         return Err(format!("pending gang {id:?} missing from the size index"));
                     }
                     if !self.waiting.by_request.ids(&g.demand).any(|x| x == *id) {

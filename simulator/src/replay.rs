@@ -133,6 +133,7 @@ pub fn replay_observed<'a>(
     let slowdown = options.slowdown.resolve(cluster.topology())?;
     let mut tracker = Tracker::new();
     let mut engine = Engine::try_new(cluster, policy)?;
+    engine.ignore_changes();
     // Undeclared queues never have a quota, so the declared ones decide whether to track.
     let quotas = engine.quotas();
     let track_usage = quotas.leaves().any(|q| quotas.subtree_quota(q).gpus != UNLIMITED);

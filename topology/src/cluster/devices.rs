@@ -532,6 +532,10 @@ pub(super) fn devices_per_host(
     placement: &Placement,
     devices: &[Option<PodAllocation>],
 ) -> Vec<(HostId, Vec<DeviceId>)> {
+    // Most placements carry no claims at all.
+    if devices.is_empty() {
+        return Vec::new();
+    }
     let mut out: BTreeMap<HostId, Vec<DeviceId>> = BTreeMap::new();
     for (i, allocation) in devices.iter().enumerate() {
         if let (Some(allocation), Some(&host)) = (allocation, placement.hosts.get(i)) {

@@ -257,7 +257,24 @@ impl Cluster {
 
     /// How many pods of this shape the free capacity holds, host by host, cluster wide.
     pub fn fit_count(&self, pod: &Resources) -> u64 {
-        self.topo.hosts().fold(0u64, |acc, h| acc.saturating_add(self.host_free(h).fit_count(pod)))
+        if pod.is_zero() {
+            return self.topo.hosts().fold(0u64, |acc, h| acc.saturating_add(self.host_free(h).fit_count(pod)));
+        }
+        // A domain whose free sum does not cover one pod holds no host that does: a busy
+        // cluster is counted in the few subtrees with room, not host by host.
+        let mut count = 0u64;
+        let mut stack = vec![DomainId::ROOT];
+        while let Some(d) = stack.pop() {
+            let free = self.free(d);
+            if !free.covers(pod) {
+                continue;
+            }
+            match self.topo.as_host(d) {
+                Some(_) => count = count.saturating_add(free.fit_count(pod)),
+                None => stack.extend(self.topo.children(d).iter().map(|&c| DomainId(c))),
+            }
+        }
+        count
     }
 
     /// What gangs hold on a host.

@@ -176,3 +176,19 @@ fn classes_see_only_the_hosts_they_tolerate() {
     c.release_class(t);
     c.release_class(t);
 }
+
+#[test]
+fn fit_count_over_busy_subtrees_matches_a_count_host_by_host() {
+    let mut c = small();
+    c.allocate(HostId(0), Resources::gpus(8)).unwrap();
+    c.allocate(HostId(1), Resources::gpus(5)).unwrap();
+    c.allocate(HostId(2), Resources::gpus(1)).unwrap();
+    for gpus in [1, 2, 3, 4, 7, 8, 9] {
+        let pod = Resources::gpus(gpus);
+        let by_host = c.topology().hosts().map(|h| c.host_free(h).fit_count(&pod)).sum::<u64>();
+        assert_eq!(c.fit_count(&pod), by_host, "pods of {gpus} GPUs");
+    }
+    // Another resource than GPUs runs out first: nothing fits anywhere.
+    let pod = Resources { gpus: 1, cpu_milli: 1, memory_mib: 0 };
+    assert_eq!(c.fit_count(&pod), 0);
+}

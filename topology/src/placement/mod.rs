@@ -115,6 +115,23 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// A placement of no pods (what a stopped gang holds).
+    pub fn none() -> Placement {
+        Placement {
+            hosts: Vec::new(),
+            sets: Vec::new(),
+            domain: DomainId::ROOT,
+            depth: 0,
+            cost: 0,
+            path: SearchPath::Recorded,
+            lower_bound: None,
+            layout: None,
+            gpus: Vec::new(),
+            device_fit: None,
+            devices: Vec::new(),
+        }
+    }
+
     /// `(host, pods on it)`, sorted by host.
     pub fn per_host(&self) -> Vec<(HostId, u32)> {
         fn group(hosts: &[HostId]) -> Vec<(HostId, u32)> {
