@@ -38,6 +38,12 @@ pub(crate) struct ReservationPlan {
     /// Shapes that found no room around the reservation this cycle. Free capacity and slack
     /// only shrink within a cycle, so they will not find any later in it either.
     pub(crate) refused: HashSet<Demand, FastHash>,
+    /// The state the plan was made for, and whether the walk took any slack since.
+    key: PlanKey,
+    slack_used: bool,
+    /// The refused shapes found at that very state (nothing started, no slack taken): the next
+    /// cycle that plans at the same state refuses them without a search (`PlanMemo::refused`).
+    at_plan_state: HashSet<Demand, FastHash>,
 }
 
 impl ReservationPlan {
@@ -53,6 +59,7 @@ impl ReservationPlan {
 
     fn consume(&mut self, placement: &Placement) {
         let uses: Vec<(usize, Resources)> = self.uses(placement).collect();
+        self.slack_used |= !uses.is_empty();
         for (i, need) in uses {
             self.slack[i].1 = self.slack[i].1.checked_sub(&need).unwrap_or(Resources::ZERO);
         }
@@ -91,6 +98,9 @@ struct Found {
 pub(crate) struct PlanMemo {
     key: PlanKey,
     found: Option<Found>,
+    /// Shapes refused room around the plan at exactly this state (see
+    /// [`ReservationPlan::at_plan_state`]): a search around it would refuse them again.
+    refused: HashSet<Demand, FastHash>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -142,29 +152,55 @@ impl Engine {
         holds: &mut Holds,
     ) -> Result<Option<ReservationPlan>> {
         let key = self.plan_key(holder);
-        let found = match &self.plan_memo {
+        let (found, refused) = match &self.plan_memo {
             Some(memo) if memo.key == key => {
-                let kept = memo.found.clone();
+                let (kept, refused) = (memo.found.clone(), memo.refused.clone());
                 #[cfg(debug_assertions)]
                 {
                     // Tests check every kept plan against a new replay.
                     let fresh = self.replay_ends(holder)?;
                     assert_eq!(fresh, kept, "a kept reservation plan differs from a new one");
                 }
-                kept
+                (kept, refused)
             }
             _ => {
                 let found = self.replay_ends(holder)?;
                 // The replay undid all it did, so these are the versions it started from.
-                self.plan_memo = Some(PlanMemo { key: self.plan_key(holder), found: found.clone() });
-                found
+                let refused = HashSet::default();
+                self.plan_memo = Some(PlanMemo { key: self.plan_key(holder), found: found.clone(), refused });
+                (found, HashSet::default())
             }
         };
         let Some(Found { end, hosts, slack, slack_gpus }) = found else { return Ok(None) };
         let at = end.max(now);
         let queue = self.gangs[&holder].queue;
         holds.by_queue.insert(queue, QuotaHold { holder, at, slack_gpus });
-        Ok(Some(ReservationPlan { holder, at, hosts, slack, refused: HashSet::default() }))
+        let plan = ReservationPlan {
+            holder,
+            at,
+            hosts,
+            slack,
+            refused: refused.clone(),
+            key,
+            slack_used: false,
+            at_plan_state: refused,
+        };
+        #[cfg(debug_assertions)]
+        for request in &plan.at_plan_state {
+            // Tests check every refusal taken from the last cycle against a new search.
+            assert!(self.place_around(request, &plan).is_none(), "a kept refusal finds room now");
+        }
+        Ok(Some(plan))
+    }
+
+    /// The walk ends with `plan`: the shapes it refused at the plan's own state are kept with
+    /// the plan, for the next cycle that plans at that state.
+    pub(crate) fn keep_refusals(&mut self, plan: &mut ReservationPlan) {
+        if let Some(memo) = &mut self.plan_memo
+            && memo.key == plan.key
+        {
+            memo.refused = std::mem::take(&mut plan.at_plan_state);
+        }
     }
 
     /// What a reservation plan for `holder` is built from, by version.
@@ -194,6 +230,8 @@ impl Engine {
             && memo.found.as_ref().is_none_or(|found| end < found.end);
         if stands {
             (key.cluster, key.running, key.quotas) = after;
+            // Capacity came free: a shape refused before may find room now.
+            memo.refused.clear();
         } else {
             self.plan_memo = None;
         }
@@ -290,6 +328,9 @@ impl Engine {
             if !res.allows(&placement) {
                 let Some(around) = self.place_around(request, res) else {
                     res.refused.insert(request.clone());
+                    if !res.slack_used && self.plan_key(res.holder) == res.key {
+                        res.at_plan_state.insert(request.clone());
+                    }
                     return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
                 };
                 placement = around;

@@ -351,7 +351,10 @@ impl Engine {
             self.stop_nothing_starts(&mut walk);
         }
         self.gangs.pending_cycle().close_cycle();
-        let Walk { mut cycle, reservation, .. } = walk;
+        let Walk { mut cycle, mut reservation, .. } = walk;
+        if let Some(plan) = &mut reservation {
+            self.keep_refusals(plan);
+        }
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
         if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
             // Gangs the cycle did not reach now read another blanket reason. They are listed
