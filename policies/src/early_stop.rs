@@ -98,9 +98,8 @@ impl Engine {
                 walk.stop.quota_settled.insert(demand);
                 continue;
             }
-            // A failure found at today's free capacity stands (capacity only shrank since): the
-            // visit path takes it the same way, without a search.
-            if let Some((_, failure)) = self.failed_at.get(&demand).filter(|(e, _)| *e == self.cluster.epoch()) {
+            // The visit path takes a known failure the same way, without a search.
+            if let Some(failure) = self.failure_known_now(&demand) {
                 walk.failed_shapes.insert(demand, Arc::clone(failure));
                 continue;
             }
@@ -135,16 +134,15 @@ impl Engine {
         now: u64,
     ) -> Option<crate::engine::OrderKey> {
         let reservation = walk.reservation.as_ref()?;
-        let epoch = self.cluster.epoch();
         let mut next: Option<crate::engine::OrderKey> = None;
         for (demand, group) in self.gangs.by_request().requests() {
             let failed = walk.failed_shapes.contains_key(demand)
-                || match self.failed_at.get(demand) {
-                    Some((e, failure)) if *e == epoch => {
+                || match self.failure_known_now(demand) {
+                    Some(failure) => {
                         walk.failed_shapes.insert(demand.clone(), Arc::clone(failure));
                         true
                     }
-                    _ => false,
+                    None => false,
                 };
             let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
             if failed || refused {
@@ -171,6 +169,12 @@ impl Engine {
             }
         }
         next
+    }
+
+    /// The failure a search for `demand` met at today's free-capacity epoch: it stands, since
+    /// capacity only shrank since (a search that finds no room finds none on less).
+    pub(crate) fn failure_known_now(&self, demand: &Demand) -> Option<&Arc<trainyard_topology::PlacementFailure>> {
+        self.failed_at.get(demand).filter(|(e, _)| *e == self.cluster.epoch()).map(|(_, f)| f)
     }
 
     /// Ends the walk because nothing left starts; the gangs it did not reach read why.

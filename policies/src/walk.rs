@@ -96,11 +96,7 @@ impl Engine {
             walk.settled_visit = true;
             return Ok(Step::Next);
         }
-        let epoch = self.cluster.epoch();
-        let known = walk
-            .failed_shapes
-            .get(&request)
-            .or_else(|| self.failed_at.get(&request).filter(|(e, _)| *e == epoch).map(|(_, f)| f));
+        let known = walk.failed_shapes.get(&request).or_else(|| self.failure_known_now(&request));
         let was_known = known.is_some();
         // A known failure is shared, not copied: most gangs a cycle visits meet one.
         let placed = match known {
