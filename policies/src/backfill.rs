@@ -306,14 +306,15 @@ impl Engine {
     }
 
     /// Checks that a gang about to start (expected to end at `end`) delays no reservation or
-    /// quota hold; may move it off reserved hosts. On success the holds are charged.
+    /// quota hold; may move it off reserved hosts (replacing `placement`). On success the holds
+    /// are charged; a refusal says why and leaves `placement` as it was.
     pub(crate) fn respect_reservations(
         &mut self,
-        placement: Placement,
+        placement: &mut Placement,
         candidate: &Candidate,
         reservation: Option<&mut ReservationPlan>,
         holds: &mut Holds,
-    ) -> std::result::Result<Placement, PendingReason> {
+    ) -> std::result::Result<(), PendingReason> {
         let Candidate { ref request, queue, gpus, end } = *candidate;
         if let Some(hold) = holds.by_queue.get(&queue)
             && end > hold.at
@@ -321,11 +322,10 @@ impl Engine {
         {
             return Err(PendingReason::Reservation { holder: hold.holder, at: hold.at });
         }
-        let mut placement = placement;
         if let Some(res) = reservation
             && end > res.at
         {
-            if !res.allows(&placement) {
+            if !res.allows(placement) {
                 let Some(around) = self.place_around(request, res) else {
                     res.refused.insert(request.clone());
                     if !res.slack_used && self.plan_key(res.holder) == res.key {
@@ -333,16 +333,16 @@ impl Engine {
                     }
                     return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
                 };
-                placement = around;
+                *placement = around;
             }
-            res.consume(&placement);
+            res.consume(placement);
         }
         if let Some(hold) = holds.by_queue.get_mut(&queue)
             && end > hold.at
         {
             hold.slack_gpus -= gpus;
         }
-        Ok(placement)
+        Ok(())
     }
 
     /// Places a gang with every reserved host shrunk to its slack.

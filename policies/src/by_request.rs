@@ -62,21 +62,29 @@ fn count<K: Ord>(counts: &mut BTreeMap<K, u32>, key: K, add: bool) {
 /// without sorting).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct ByRequest {
+    /// Every request waiting, and up to [`EMPTY_GROUPS`] that emptied: a request often
+    /// empties and comes back (a gang of a kind starts as soon as it arrives), and an emptied
+    /// group left in place takes its next gang without hashing and copying the request again,
+    /// its maps keeping their nodes.
     groups: HashMap<Demand, Group, FastHash>,
-    /// Emptied groups kept for new requests: a request often empties and comes back (a gang
-    /// of a kind starts as soon as it arrives), and a group's maps keep their nodes when empty.
-    spare: Vec<Group>,
+    /// Groups in `groups` with no gang.
+    empty: usize,
 }
 
-/// Emptied groups kept at most.
-const SPARE_GROUPS: usize = 16;
+/// Emptied groups left in place at most.
+const EMPTY_GROUPS: usize = 16;
 
 impl ByRequest {
     pub(crate) fn insert(&mut self, demand: &Demand, key: OrderKey, id: GangId, estimate: u64, queue: QueueIdx) {
-        // Most gangs join a request already waiting: look it up before cloning a key.
+        // Most gangs join a request already waiting or emptied: look it up before cloning a key.
         let group = match self.groups.get_mut(demand) {
-            Some(group) => group,
-            None => self.groups.entry(demand.clone()).or_insert_with(|| self.spare.pop().unwrap_or_default()),
+            Some(group) => {
+                if group.keys.is_empty() {
+                    self.empty -= 1;
+                }
+                group
+            }
+            None => self.groups.entry(demand.clone()).or_default(),
         };
         if group.keys.insert(key, id).is_none() {
             count(&mut group.estimates, estimate, true);
@@ -91,26 +99,28 @@ impl ByRequest {
         }
         count(&mut group.estimates, estimate, false);
         count(&mut group.queues, queue, false);
-        if group.keys.is_empty()
-            && let Some(empty) = self.groups.remove(demand)
-            && self.spare.len() < SPARE_GROUPS
-        {
-            self.spare.push(empty);
+        if group.keys.is_empty() {
+            if self.empty < EMPTY_GROUPS {
+                self.empty += 1;
+            } else {
+                self.groups.remove(demand);
+            }
         }
     }
 
     pub(crate) fn clear(&mut self) {
         self.groups.clear();
+        self.empty = 0;
     }
 
     /// The distinct requests waiting, each with its gangs.
     pub(crate) fn requests(&self) -> impl Iterator<Item = (&Demand, &Group)> + '_ {
-        self.groups.iter()
+        self.groups.iter().filter(|(_, g)| !g.keys.is_empty())
     }
 
     /// The gangs of one request, if any waits.
     pub(crate) fn group(&self, demand: &Demand) -> Option<&Group> {
-        self.groups.get(demand)
+        self.groups.get(demand).filter(|g| !g.keys.is_empty())
     }
 
     /// The pending gangs of one request, in pending order.
@@ -162,7 +172,10 @@ mod tests {
         by.remove(&a, key(9), 600, q0);
         assert_eq!(group(&by, &a), Some((600, vec![q0])));
         by.remove(&a, key(1), 600, q0);
-        assert_eq!(by.requests().count(), 1, "an empty group is dropped");
+        assert_eq!(by.requests().count(), 1, "an empty group is not listed");
+        assert!(by.group(&a).is_none(), "nor found");
+        by.insert(&a, key(5), GangId(5), 30, q1);
+        assert_eq!(group(&by, &a), Some((30, vec![q1])), "an emptied group takes gangs again");
         assert_eq!(by.ids(&b).collect::<Vec<_>>(), vec![GangId(4)]);
     }
 }

@@ -103,8 +103,9 @@ impl Engine {
                 walk.failed_shapes.insert(demand, Arc::clone(failure));
                 continue;
             }
-            match self.place_kept(&demand) {
-                Ok(_) => {
+            match self.take_placement(&demand) {
+                Ok(placement) => {
+                    self.keep_placement(&demand, placement);
                     walk.stop.open.insert(demand.clone(), admitted);
                     walk.stop.witness = Some(demand);
                     answer = false;

@@ -218,6 +218,7 @@ impl Engine {
             reclaim: config.preemption.reclaim,
             checkpoint_interval_s: config.preemption.checkpoint_interval_s,
         };
+        self.gangs.keep_queue_index(self.preemption.within_queue || self.preemption.reclaim);
         let timeout = config.admission_timeout;
         self.lifecycle = LifecycleRules {
             max_wait_s: config.starvation.max_wait_s,
@@ -327,6 +328,7 @@ impl Engine {
         let blanket_before = self.blanket.take();
         let mut walk = Walk::new(self.config.backfill, cycle);
         self.advance_history(now);
+        self.gangs.pending_cycle().keep_per_queue(self.fair.is_some());
         self.gangs.pending_cycle().open_cycle();
         let mut order = Order::new(self.gangs.pending(), self.fair.is_some());
         let may_skip = order.may_skip() && self.lifecycle.max_wait_s.is_none();

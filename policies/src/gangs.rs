@@ -346,4 +346,11 @@ impl Engine {
     pub fn gangs_on(&self, host: HostId) -> impl Iterator<Item = GangId> + '_ {
         self.gangs.on_host(host)
     }
+
+    /// Whether the running gangs are filed by host (on by default). A caller that never loses
+    /// hosts (a replay without host failures) turns it off: filing costs every start and stop,
+    /// and [`Engine::gangs_on`] then scans the running gangs instead.
+    pub fn file_gangs_by_host(&mut self, on: bool) {
+        self.gangs.keep_host_index(on);
+    }
 }

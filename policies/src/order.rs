@@ -188,6 +188,7 @@ mod tests {
     #[test]
     fn fair_order_takes_the_lowest_share_first_but_priority_before_all() {
         let mut pending = Pending::default();
+        pending.keep_per_queue(true);
         let key = |prio: i32, submit: u64| (std::cmp::Reverse(prio), submit, 0, submit);
         pending.insert(key(0, 1), GangId(1), QueueIdx(0));
         pending.insert(key(0, 2), GangId(2), QueueIdx(1));
@@ -215,6 +216,7 @@ mod tests {
         order.skip_to(key(150));
         let rest: Vec<u64> = std::iter::from_fn(|| order.next(&pending, |_| 0)).map(|(_, id)| id.0).collect();
         assert_eq!(rest, (150..=200).collect::<Vec<_>>());
+        pending.keep_per_queue(true);
         assert!(!Order::new(&pending, true).may_skip());
     }
 
@@ -226,6 +228,7 @@ mod tests {
         pending.insert(key(3), GangId(3), QueueIdx(0));
         pending.open_cycle();
         for fair in [false, true] {
+            pending.keep_per_queue(fair);
             let mut order = Order::new(&pending, fair);
             assert_eq!(order.next(&pending, |_| 0).map(|(_, id)| id), Some(GangId(1)));
             pending.remove(&key(1));

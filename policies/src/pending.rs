@@ -18,7 +18,9 @@ use crate::quota_tree::QueueIdx;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Pending {
     all: BTreeMap<OrderKey, (GangId, QueueIdx)>,
+    /// Kept only while `per_queue` is on: the fair order alone reads it.
     by_queue: BTreeMap<QueueIdx, BTreeMap<OrderKey, GangId>>,
+    per_queue: bool,
     /// Whether a cycle is under way, and the gangs that entered since it began.
     open: bool,
     returned: HashSet<GangId, FastHash>,
@@ -28,7 +30,9 @@ impl Pending {
     /// Adds a gang of `queue` under `key`.
     pub(crate) fn insert(&mut self, key: OrderKey, id: GangId, queue: QueueIdx) {
         self.all.insert(key, (id, queue));
-        self.by_queue.entry(queue).or_default().insert(key, id);
+        if self.per_queue {
+            self.by_queue.entry(queue).or_default().insert(key, id);
+        }
         if self.open {
             self.returned.insert(id);
         }
@@ -38,7 +42,9 @@ impl Pending {
     pub(crate) fn remove(&mut self, key: &OrderKey) -> Option<GangId> {
         let (id, queue) = self.all.remove(key)?;
         // A queue's map stays when it empties (one per queue at most), to be filled again.
-        if let Some(q) = self.by_queue.get_mut(&queue) {
+        if self.per_queue
+            && let Some(q) = self.by_queue.get_mut(&queue)
+        {
             q.remove(key);
         }
         Some(id)
@@ -46,10 +52,27 @@ impl Pending {
 
     /// Files every gang under the queue `queue_of` gives it now (the queues were re-resolved).
     pub(crate) fn refile(&mut self, queue_of: impl Fn(GangId) -> QueueIdx) {
-        self.by_queue.clear();
-        for (key, (id, queue)) in self.all.iter_mut() {
+        for (id, queue) in self.all.values_mut() {
             *queue = queue_of(*id);
-            self.by_queue.entry(*queue).or_default().insert(*key, *id);
+        }
+        self.file_by_queue();
+    }
+
+    /// Keeps the gangs filed by queue too, or stops (an order over all queues never reads them,
+    /// and filing every gang twice is a fifth of a gang's way through the queue).
+    pub(crate) fn keep_per_queue(&mut self, on: bool) {
+        if self.per_queue != on {
+            self.per_queue = on;
+            self.file_by_queue();
+        }
+    }
+
+    fn file_by_queue(&mut self) {
+        self.by_queue.clear();
+        if self.per_queue {
+            for (key, &(id, queue)) in &self.all {
+                self.by_queue.entry(queue).or_default().insert(*key, id);
+            }
         }
     }
 
@@ -92,6 +115,7 @@ impl Pending {
                 self.all.range((from, Bound::Unbounded)).map(|(k, &(id, _))| (*k, id)).filter(fresh).take(chunk),
             ),
             Some(q) => {
+                debug_assert!(self.per_queue, "gangs are filed by queue only while asked to");
                 if let Some(map) = self.by_queue.get(&q) {
                     buf.extend(map.range((from, Bound::Unbounded)).map(|(k, &id)| (*k, id)).filter(fresh).take(chunk));
                 }
@@ -105,6 +129,7 @@ impl Pending {
 
     /// Queues with pending gangs, in index order.
     pub(crate) fn queues(&self) -> impl Iterator<Item = QueueIdx> + '_ {
+        debug_assert!(self.per_queue, "gangs are filed by queue only while asked to");
         self.by_queue.iter().filter(|(_, gangs)| !gangs.is_empty()).map(|(q, _)| *q)
     }
 }

@@ -12,7 +12,9 @@ use trainyard_topology::{Demand, Placement};
 
 use crate::gang_map::FastHash;
 
-/// Placements found at one cluster version, by request.
+/// Placements found at one cluster version, by request. A placement is taken out to be used
+/// and put back when it was not (the gang did not start): one that starts a gang moves the
+/// cluster to another version, where it would never be read again, so it is never copied.
 #[derive(Debug, Default)]
 pub(crate) struct Placed {
     at: u64,
@@ -20,22 +22,22 @@ pub(crate) struct Placed {
 }
 
 impl Placed {
-    /// The placement found for `demand` while the cluster was at version `at`, if any.
-    pub(crate) fn get(&self, at: u64, demand: &Demand) -> Option<&Placement> {
+    /// Takes out the placement found for `demand` while the cluster was at version `at`, if any.
+    pub(crate) fn take(&mut self, at: u64, demand: &Demand) -> Option<Placement> {
         if self.at != at {
             return None;
         }
-        self.found.get(demand)
+        self.found.remove(demand)
     }
 
     /// Remembers the placement found for `demand` at version `at`; whatever was found at
     /// another version is forgotten.
-    pub(crate) fn insert(&mut self, at: u64, demand: &Demand, placement: &Placement) {
+    pub(crate) fn insert(&mut self, at: u64, demand: &Demand, placement: Placement) {
         if self.at != at {
             self.found.clear();
             self.at = at;
         }
-        self.found.insert(demand.clone(), placement.clone());
+        self.found.insert(demand.clone(), placement);
     }
 }
 
@@ -55,13 +57,15 @@ mod tests {
         let demand = cluster.topology().demand(&shape, None, HostClass::default()).expect("demand");
         let placement = cluster.place_demand(&demand).expect("fits");
         let mut placed = Placed::default();
-        placed.insert(cluster.version(), &demand, &placement);
-        assert_eq!(placed.get(cluster.version(), &demand), Some(&placement));
+        placed.insert(cluster.version(), &demand, placement.clone());
+        assert_eq!(placed.take(cluster.version(), &demand).as_ref(), Some(&placement));
+        assert_eq!(placed.take(cluster.version(), &demand), None, "taken out to be used");
+        placed.insert(cluster.version(), &demand, placement.clone());
         let before = cluster.version();
         let mut started = placement.clone();
         cluster.allocate_placement(&mut started).expect("fits");
-        assert_eq!(placed.get(cluster.version(), &demand), None, "a gang started since");
-        placed.insert(cluster.version(), &demand, &placement);
-        assert_eq!(placed.get(before, &demand), None, "what was found before is forgotten");
+        assert_eq!(placed.take(cluster.version(), &demand), None, "a gang started since");
+        placed.insert(cluster.version(), &demand, placement);
+        assert_eq!(placed.take(before, &demand), None, "what was found before is forgotten");
     }
 }

@@ -46,6 +46,7 @@ impl Engine {
     /// Sets the preemption rules (off by default).
     pub fn set_preemption(&mut self, rules: PreemptionRules) {
         self.preemption = rules;
+        self.gangs.keep_queue_index(rules.within_queue || rules.reclaim);
     }
 
     /// Tries to start `id` by preempting lower-priority gangs of its queue or, to reclaim

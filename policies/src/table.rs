@@ -91,7 +91,7 @@ fn index_hosts(
 }
 
 /// The gangs and their indices (see the module documentation).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct GangTable {
     gangs: GangMap,
     pending: Pending,
@@ -100,13 +100,33 @@ pub(crate) struct GangTable {
     waiting: PendingIndex,
     running_by_end: BTreeSet<(u64, GangId)>,
     /// Running gangs of each queue by priority, lowest first: the preemption candidates.
+    /// Kept only while `by_queue_kept` (preemption is on); otherwise a scan answers.
     running_by_queue: BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>,
+    by_queue_kept: bool,
     /// Running gangs with pods on each host (looked up only). A host's set stays when it
     /// empties: hosts fill and empty all the time, and the sets are at most one per host.
+    /// Kept only while `on_host_kept`; otherwise a scan answers.
     on_host: HashMap<HostId, BTreeSet<GangId>, FastHash>,
+    on_host_kept: bool,
     /// Moves whenever a gang starts, stops or moves, or gangs are refiled: what a reservation's
     /// replay of expected ends reads (see [`GangTable::running_version`]).
     running_version: u64,
+}
+
+impl Default for GangTable {
+    fn default() -> GangTable {
+        GangTable {
+            gangs: GangMap::default(),
+            pending: Pending::default(),
+            waiting: PendingIndex::default(),
+            running_by_end: BTreeSet::new(),
+            running_by_queue: BTreeMap::new(),
+            by_queue_kept: true,
+            on_host: HashMap::default(),
+            on_host_kept: true,
+            running_version: 0,
+        }
+    }
 }
 
 impl std::ops::Index<&GangId> for GangTable {
@@ -177,12 +197,68 @@ impl GangTable {
 
     /// Running gangs of `queue`, lowest priority first.
     pub(crate) fn running_in(&self, queue: QueueIdx) -> impl Iterator<Item = (i32, GangId)> + '_ {
-        self.running_by_queue.get(&queue).into_iter().flatten().copied()
+        let kept = self.by_queue_kept.then(|| self.running_by_queue.get(&queue)).flatten();
+        let scanned = (!self.by_queue_kept).then(|| self.scan_queue(queue));
+        kept.into_iter().flatten().copied().chain(scanned.into_iter().flatten())
+    }
+
+    fn scan_queue(&self, queue: QueueIdx) -> Vec<(i32, GangId)> {
+        let mut found: Vec<(i32, GangId)> = (self.running_by_end.iter())
+            .map(|&(_, id)| (id, &self.gangs[&id]))
+            .filter(|(_, g)| g.queue == queue)
+            .map(|(id, g)| (g.request.priority, id))
+            .collect();
+        found.sort_unstable();
+        found
     }
 
     /// Running gangs with pods on `host`, by id.
     pub(crate) fn on_host(&self, host: HostId) -> impl Iterator<Item = GangId> + '_ {
-        self.on_host.get(&host).into_iter().flatten().copied()
+        let kept = self.on_host_kept.then(|| self.on_host.get(&host)).flatten();
+        let scanned = (!self.on_host_kept).then(|| self.scan_host(host));
+        kept.into_iter().flatten().copied().chain(scanned.into_iter().flatten())
+    }
+
+    fn scan_host(&self, host: HostId) -> Vec<GangId> {
+        let mut found: Vec<GangId> = (self.running_by_end.iter())
+            .map(|&(_, id)| id)
+            .filter(|id| matches!(&self.gangs[id].state, GangState::Running { placement, .. } if placement.hosts.contains(&host)))
+            .collect();
+        found.sort_unstable();
+        found
+    }
+
+    /// Keeps the running gangs filed by queue (what preemption reads), or stops: a policy that
+    /// never preempts never asks, and a scan of the running gangs answers if anything does.
+    pub(crate) fn keep_queue_index(&mut self, on: bool) {
+        if self.by_queue_kept == on {
+            return;
+        }
+        self.by_queue_kept = on;
+        self.running_by_queue.clear();
+        if on {
+            for &(_, id) in &self.running_by_end {
+                let g = &self.gangs[&id];
+                self.running_by_queue.entry(g.queue).or_default().insert((g.request.priority, id));
+            }
+        }
+    }
+
+    /// Keeps the running gangs filed by host (what a lost host reads), or stops: a replay
+    /// without host failures never asks, and a scan of the running gangs answers if anything does.
+    pub(crate) fn keep_host_index(&mut self, on: bool) {
+        if self.on_host_kept == on {
+            return;
+        }
+        self.on_host_kept = on;
+        self.on_host.clear();
+        if on {
+            for &(_, id) in &self.running_by_end {
+                if let GangState::Running { placement, .. } = &self.gangs[&id].state {
+                    index_hosts(&mut self.on_host, id, placement, true);
+                }
+            }
+        }
     }
 
     /// When the first backoff ends.
@@ -217,8 +293,12 @@ impl GangTable {
         record.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
         record.ready = false;
         self.running_by_end.insert((expected_end, id));
-        self.running_by_queue.entry(record.queue).or_default().insert((record.request.priority, id));
-        index_hosts(&mut self.on_host, id, placement, true);
+        if self.by_queue_kept {
+            self.running_by_queue.entry(record.queue).or_default().insert((record.request.priority, id));
+        }
+        if self.on_host_kept {
+            index_hosts(&mut self.on_host, id, placement, true);
+        }
         Some(expected_end)
     }
 
@@ -234,10 +314,14 @@ impl GangTable {
         self.running_version += 1;
         self.running_by_end.remove(&(expected_end, id));
         // A queue's set stays when it empties (one per queue at most), to be filled again.
-        if let Some(set) = self.running_by_queue.get_mut(&queue) {
+        if self.by_queue_kept
+            && let Some(set) = self.running_by_queue.get_mut(&queue)
+        {
             set.remove(&(priority, id));
         }
-        index_hosts(&mut self.on_host, id, &placement, false);
+        if self.on_host_kept {
+            index_hosts(&mut self.on_host, id, &placement, false);
+        }
         Some((placement, start))
     }
 
@@ -273,6 +357,9 @@ impl GangTable {
         let GangState::Running { placement: p, .. } = &mut record.state else { return };
         *p = placement.clone();
         self.running_version += 1;
+        if !self.on_host_kept {
+            return;
+        }
         if let Some(set) = self.on_host.get_mut(&from) {
             set.remove(&id);
         }
@@ -296,9 +383,10 @@ impl GangTable {
                     gang.demand = demand;
                     self.waiting.by_request.insert(&gang.demand, order_key(gang), *id, gang.estimate, queue);
                 }
-                GangState::Running { .. } => {
+                GangState::Running { .. } if self.by_queue_kept => {
                     self.running_by_queue.entry(queue).or_default().insert((gang.request.priority, *id));
                 }
+                GangState::Running { .. } => {}
             }
         }
         let gangs = &self.gangs;
@@ -338,8 +426,10 @@ impl GangTable {
                 }
             }
         }
-        let by_queue: usize = self.running_by_queue.values().map(BTreeSet::len).sum();
-        let on_hosts = self.on_host.values().flatten().collect::<BTreeSet<_>>().len();
+        let by_queue: usize =
+            if self.by_queue_kept { self.running_by_queue.values().map(BTreeSet::len).sum() } else { running };
+        let on_hosts =
+            if self.on_host_kept { self.on_host.values().flatten().collect::<BTreeSet<_>>().len() } else { running };
         let checks = [
             (self.pending.len(), pending, "pending order"),
             (self.waiting.without_gpus + self.waiting.by_size.len(), pending, "pending sizes"),

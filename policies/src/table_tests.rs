@@ -10,13 +10,24 @@ use crate::{BackfillMode, Engine, GangId, GangRequest, PolicyConfig, PreemptionR
 
 #[derive(Clone, Debug)]
 enum Step {
-    Submit { queue: u8, pods: u8, gpus: u8, priority: u8, estimate: u16 },
+    Submit {
+        queue: u8,
+        pods: u8,
+        gpus: u8,
+        priority: u8,
+        estimate: u16,
+    },
     Schedule,
     Finish(u8),
     Cancel(u8),
     Unready(u8),
     LoseHost(u8),
     Reload,
+    /// Files the running gangs by host and by queue, or stops (a scan answers then).
+    Index {
+        hosts: bool,
+        queues: bool,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -29,6 +40,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<u8>().prop_map(Step::Unready),
         1 => any::<u8>().prop_map(Step::LoseHost),
         1 => Just(Step::Reload),
+        1 => (any::<bool>(), any::<bool>()).prop_map(|(hosts, queues)| Step::Index { hosts, queues }),
     ]
 }
 
@@ -109,8 +121,36 @@ proptest! {
                 Step::Reload => {
                     e.replace_policy(policy()).unwrap();
                 }
+                Step::Index { hosts, queues } => {
+                    e.file_gangs_by_host(hosts);
+                    e.gangs.keep_queue_index(queues);
+                }
             }
             prop_assert_eq!(e.gangs.check(), Ok(()), "after {:?}", step);
+            // Filed or scanned, the running gangs by host and by queue are those the records say.
+            let running: Vec<(GangId, &crate::engine::GangRecord)> = e
+                .gangs
+                .ids()
+                .into_iter()
+                .map(|id| (id, &e.gangs[&id]))
+                .filter(|(_, g)| matches!(g.state, GangState::Running { .. }))
+                .collect();
+            for h in 0..4 {
+                let host = HostId(h);
+                let want: Vec<GangId> = running
+                    .iter()
+                    .filter(|(_, g)| matches!(&g.state, GangState::Running { placement, .. } if placement.hosts.contains(&host)))
+                    .map(|(id, _)| *id)
+                    .collect();
+                prop_assert_eq!(e.gangs_on(host).collect::<Vec<_>>(), want, "host {} after {:?}", h, step);
+            }
+            for q in 0..3 {
+                let queue = crate::quota_tree::QueueIdx(q);
+                let mut want: Vec<(i32, GangId)> =
+                    running.iter().filter(|(_, g)| g.queue == queue).map(|(id, g)| (g.request.priority, *id)).collect();
+                want.sort_unstable();
+                prop_assert_eq!(e.gangs.running_in(queue).collect::<Vec<_>>(), want, "queue {} after {:?}", q, step);
+            }
         }
     }
 }

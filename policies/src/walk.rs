@@ -101,7 +101,7 @@ impl Engine {
         // A known failure is shared, not copied: most gangs a cycle visits meet one.
         let placed = match known {
             Some(failure) => Err(Arc::clone(failure)),
-            None => self.place_kept(&request).map_err(Arc::new),
+            None => self.take_placement(&request).map_err(Arc::new),
         };
         let placement = match placed {
             Ok(p) => p,
@@ -109,18 +109,19 @@ impl Engine {
         };
         let candidate = Candidate { request, queue, gpus, end };
         let refused_before = walk.reservation.as_ref().map_or(0, |r| r.refused.len());
-        let mut placement =
-            match self.respect_reservations(placement, &candidate, walk.reservation.as_mut(), &mut walk.holds) {
-                Ok(p) => p,
-                Err(reason) => {
-                    self.set_status(id, reason, None);
-                    let newly_refused = walk.reservation.as_ref().is_some_and(|r| r.refused.len() > refused_before);
-                    if newly_refused && self.nothing_left_starts(walk, now) {
-                        return Ok(self.stop_nothing_starts(walk));
-                    }
-                    return Ok(Step::Next);
-                }
-            };
+        let mut placement = placement;
+        if let Err(reason) =
+            self.respect_reservations(&mut placement, &candidate, walk.reservation.as_mut(), &mut walk.holds)
+        {
+            // Found at this state and not used: the next gang of the request takes it.
+            self.keep_placement(&candidate.request, placement);
+            self.set_status(id, reason, None);
+            let newly_refused = walk.reservation.as_ref().is_some_and(|r| r.refused.len() > refused_before);
+            if newly_refused && self.nothing_left_starts(walk, now) {
+                return Ok(self.stop_nothing_starts(walk));
+            }
+            return Ok(Step::Next);
+        }
         let backfilled = walk.reservation.is_some() || walk.holds.holds(queue);
         // It leaves the pending order at once, so a gang preempted later in this cycle is
         // requeued (and waits for the next), not dropped.
@@ -285,22 +286,25 @@ impl Engine {
         }
     }
 
-    /// Where a gang of `request` would go now: the placement already found at the cluster's
-    /// state, or a new search (remembered for the next gang of the request).
-    pub(crate) fn place_kept(
+    /// Where a gang of `request` would go now: the placement kept from the cluster's state
+    /// (taken out), or a new search. Hand it back with [`Engine::keep_placement`] unless a gang
+    /// starts on it.
+    pub(crate) fn take_placement(
         &mut self,
         request: &Demand,
     ) -> std::result::Result<trainyard_topology::Placement, PlacementFailure> {
-        let at = self.cluster.version();
-        if let Some(found) = self.placed.get(at, request) {
-            let found = found.clone();
+        if let Some(found) = self.placed.take(self.cluster.version(), request) {
             // Tests check every answer taken from the memo against a new search.
             debug_assert_eq!(self.cluster.place_demand(request).as_ref(), Ok(&found), "a stale placement");
             return Ok(found);
         }
-        let placement = self.cluster.place_demand(request)?;
-        self.placed.insert(at, request, &placement);
-        Ok(placement)
+        self.cluster.place_demand(request)
+    }
+
+    /// Keeps a placement of `request` found at the cluster's state and not used, for the next
+    /// gang of the request while that state stands.
+    pub(crate) fn keep_placement(&mut self, request: &Demand, placement: trainyard_topology::Placement) {
+        self.placed.insert(self.cluster.version(), request, placement);
     }
 
     /// Starts the head of the line on capacity it frees by preemption, if it can.

@@ -134,6 +134,8 @@ pub fn replay_observed<'a>(
     let mut tracker = Tracker::new();
     let mut engine = Engine::try_new(cluster, policy)?;
     engine.ignore_changes();
+    // Only a failure model asks which gangs run on a host.
+    engine.file_gangs_by_host(options.failures.is_some());
     // Undeclared queues never have a quota, so the declared ones decide whether to track.
     let quotas = engine.quotas();
     let track_usage = quotas.leaves().any(|q| quotas.subtree_quota(q).gpus != UNLIMITED);

@@ -171,9 +171,22 @@ impl Cluster {
 
 /// `(host, what the pods take there, their GPU indices)`, sorted by host; `gpus` holds one mask
 /// per pod or nothing.
-pub(super) fn per_host_with_gpus(placement: &Placement, gpus: &[u64]) -> Vec<(HostId, Resources, u64)> {
+pub(super) fn per_host_with_gpus(placement: &Placement, gpus: &[u64]) -> PerHost {
+    let mask = |i: usize| gpus.get(i).copied().unwrap_or(0);
+    // Most gangs sit on one host: no list then (every start and every end comes through here).
+    if let Some(&first) = placement.hosts.first()
+        && placement.hosts.iter().all(|&h| h == first)
+    {
+        let mut sum = Resources::ZERO;
+        let mut m = 0;
+        for (i, (_, pod)) in placement.pods().enumerate() {
+            sum = sum.saturating_add(&pod);
+            m |= mask(i);
+        }
+        return PerHost::One([(first, sum, m)]);
+    }
     let mut pods: Vec<(HostId, Resources, u64)> =
-        placement.pods().enumerate().map(|(i, (h, r))| (h, r, gpus.get(i).copied().unwrap_or(0))).collect();
+        placement.pods().enumerate().map(|(i, (h, r))| (h, r, mask(i))).collect();
     pods.sort_unstable_by_key(|&(h, _, _)| h);
     // Pods of one host fold into the first of them, in place.
     pods.dedup_by(|(h, pod, mask), (first, sum, m)| {
@@ -184,5 +197,20 @@ pub(super) fn per_host_with_gpus(placement: &Placement, gpus: &[u64]) -> Vec<(Ho
         *m |= *mask;
         true
     });
-    pods
+    PerHost::Many(pods)
+}
+
+/// What [`per_host_with_gpus`] gives: one host inline, or a list.
+pub(super) enum PerHost {
+    One([(HostId, Resources, u64); 1]),
+    Many(Vec<(HostId, Resources, u64)>),
+}
+
+impl PerHost {
+    pub(super) fn as_slice(&self) -> &[(HostId, Resources, u64)] {
+        match self {
+            PerHost::One(one) => one,
+            PerHost::Many(many) => many,
+        }
+    }
 }

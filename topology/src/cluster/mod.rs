@@ -363,7 +363,7 @@ impl Cluster {
         let gpus = self.assign_gpus(placement)?;
         let devices = self.assign_devices(placement)?;
         let txn = self.begin();
-        for (host, amount, mask) in per_host_with_gpus(placement, &gpus) {
+        for &(host, amount, mask) in per_host_with_gpus(placement, &gpus).as_slice() {
             if let Err(e) = self.allocate_gpus(host, amount, mask) {
                 self.rollback(txn);
                 return Err(e);
@@ -383,7 +383,7 @@ impl Cluster {
     /// meanwhile. Hosts whose usage then exceeds their capacity are listed by
     /// [`Cluster::overcommitted`].
     pub fn charge_placement(&mut self, placement: &Placement) {
-        for (host, amount, mask) in per_host_with_gpus(placement, &placement.gpus) {
+        for &(host, amount, mask) in per_host_with_gpus(placement, &placement.gpus).as_slice() {
             let mask = self.known_gpus(host, mask);
             self.shift_used(host, amount, mask, true);
         }
@@ -396,7 +396,7 @@ impl Cluster {
     /// nothing.
     pub fn release_placement(&mut self, placement: &Placement) -> Result<()> {
         let txn = self.begin();
-        for (host, amount, mask) in per_host_with_gpus(placement, &placement.gpus) {
+        for &(host, amount, mask) in per_host_with_gpus(placement, &placement.gpus).as_slice() {
             if let Err(e) = self.release_pods(host, amount, mask) {
                 self.rollback(txn);
                 return Err(e);
