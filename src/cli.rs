@@ -76,6 +76,9 @@ enum Command {
     /// Run gangs on a Slurm cluster (slurmrestd or sbatch) and read its nodes and switches.
     #[command(subcommand)]
     Slurm(crate::slurm_cmd::SlurmCommand),
+    /// Carry another scheduler's definitions over to trainyard's objects.
+    #[command(subcommand)]
+    Import(crate::import_cmd::ImportCommand),
 }
 
 /// Flags of `trainyard crds`.
@@ -278,6 +281,7 @@ impl Cli {
             Command::Controller(args) => crate::controller_cmd::run_controller(&args),
             Command::Render(args) => crate::render_cmd::run(&args),
             Command::Slurm(command) => crate::slurm_cmd::run(&command),
+            Command::Import(command) => crate::import_cmd::run(&command),
         }
     }
 }

@@ -6,3 +6,4 @@
 pub mod api;
 pub mod controller;
 pub mod crds;
+pub mod kueue_import;

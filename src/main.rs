@@ -4,6 +4,7 @@ mod cli;
 mod cluster_source;
 mod compare;
 mod controller_cmd;
+mod import_cmd;
 mod inputs;
 mod place;
 mod render_cmd;

@@ -5,6 +5,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
+
+use crate::inputs::read_objects;
 use clap::Args;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -206,7 +208,9 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     }
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
     let claim_gpus = match &args.claim_templates {
-        Some(path) => trainyard_bridges::render::claims::gpus_by_template(&read_objects(path)?),
+        Some(path) => trainyard_bridges::render::claims::gpus_by_template(
+            &read_objects(path)?.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
+        ),
         None => BTreeMap::new(),
     };
     let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
@@ -243,41 +247,10 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     Ok(())
 }
 
-/// The non-empty documents of a YAML file, each with the line it starts at.
-fn documents(path: &std::path::Path) -> Result<Vec<(usize, String)>> {
-    let text = read_text(path)?;
-    let mut docs = Vec::new();
-    let mut line = 1;
-    for doc in text.split("\n---") {
-        let body = doc.strip_prefix('\n').unwrap_or(doc);
-        if !body.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
-            docs.push((line, body.to_owned()));
-        }
-        line += doc.lines().count();
-    }
-    Ok(docs)
-}
-
-/// The objects of a YAML file: its documents, with a `List` standing for its items.
-fn read_objects(path: &std::path::Path) -> Result<Vec<Value>> {
-    let mut objects = Vec::new();
-    for (line, body) in documents(path)? {
-        let value: Value = serde_saphyr::from_str(&body)
-            .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
-        match value.get("items").and_then(Value::as_array) {
-            Some(items) if value.get("kind").and_then(Value::as_str) == Some("List") => {
-                objects.extend(items.iter().cloned())
-            }
-            _ => objects.push(value),
-        }
-    }
-    Ok(objects)
-}
-
 /// The Queue objects of a multi-document YAML file.
 fn read_queues(path: &std::path::Path) -> Result<Vec<Queue>> {
     let mut queues = Vec::new();
-    for (line, body) in documents(path)? {
+    for (line, body) in crate::inputs::documents(path)? {
         let queue: Queue = serde_saphyr::from_str(&body)
             .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
         queues.push(queue);

@@ -46,7 +46,7 @@ pub use config::{
     AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
     DEFAULT_NODE_LOSS_GRACE_S, DEFAULT_PRIORITY_CLASS, DEFAULT_RUNTIME_ESTIMATE_S, FairSharingConfig, NodeLossAction,
     NodeLossConfig, PolicyConfig, PreemptionConfig, PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig,
-    UndeclaredQueues, parse_duration,
+    TreeError, UndeclaredQueues, check_tree, parse_duration,
 };
 pub use engine::{Admission, Cycle, Engine, FairSharing, NodeLoss, Preemption, Replacement, Reservation, Submitted};
 pub use error::{Error, Result};

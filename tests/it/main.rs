@@ -12,6 +12,7 @@ mod devices;
 mod failures;
 mod help;
 mod html_report;
+mod import;
 mod json;
 mod place;
 mod simulate;
