@@ -79,6 +79,12 @@ enum Command {
     /// Carry another scheduler's definitions over to trainyard's objects.
     #[command(subcommand)]
     Import(crate::import_cmd::ImportCommand),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
+    /// `trainyard completions bash > /etc/bash_completion.d/trainyard`.
+    Completions(crate::cli_docs::CompletionsArgs),
+    /// Print the Markdown reference of every command (docs/cli.md).
+    #[command(hide = true)]
+    CliReference,
 }
 
 /// Flags of `trainyard crds`.
@@ -282,6 +288,8 @@ impl Cli {
             Command::Render(args) => crate::render_cmd::run(&args),
             Command::Slurm(command) => crate::slurm_cmd::run(&command),
             Command::Import(command) => crate::import_cmd::run(&command),
+            Command::Completions(args) => crate::cli_docs::completions(&args),
+            Command::CliReference => crate::cli_docs::reference(),
         }
     }
 }

@@ -79,7 +79,7 @@ pub struct ControllerArgs {
     #[arg(long)]
     pub leader_elect: bool,
     /// Namespace of the Lease.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    #[arg(long, env = "POD_NAMESPACE", hide_env_values = true, default_value = "default")]
     pub lease_namespace: String,
     /// Name of the Lease.
     #[arg(long, default_value = "trainyard")]
@@ -88,7 +88,7 @@ pub struct ControllerArgs {
     #[arg(long, default_value_t = 15)]
     pub lease_duration: i32,
     /// This replica's identity (the pod name).
-    #[arg(long, env = "POD_NAME", default_value = "trainyard")]
+    #[arg(long, env = "POD_NAME", hide_env_values = true, default_value = "trainyard")]
     pub identity: String,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]

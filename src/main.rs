@@ -1,6 +1,7 @@
 //! trainyard: topology-aware gang scheduling for distributed training (CLI entry point).
 
 mod cli;
+mod cli_docs;
 mod cluster_source;
 mod compare;
 mod controller_cmd;

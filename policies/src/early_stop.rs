@@ -103,9 +103,8 @@ impl Engine {
                 walk.failed_shapes.insert(demand, Arc::clone(failure));
                 continue;
             }
-            match self.take_placement(&demand) {
-                Ok(placement) => {
-                    self.keep_placement(&demand, placement);
+            match self.probe_placement(&demand) {
+                Ok(()) => {
                     walk.stop.open.insert(demand.clone(), admitted);
                     walk.stop.witness = Some(demand);
                     answer = false;

@@ -30,6 +30,11 @@ impl Placed {
         self.found.remove(demand)
     }
 
+    /// Whether a placement for `demand` found at version `at` is kept.
+    pub(crate) fn holds(&self, at: u64, demand: &Demand) -> bool {
+        self.at == at && self.found.contains_key(demand)
+    }
+
     /// Remembers the placement found for `demand` at version `at`; whatever was found at
     /// another version is forgotten.
     pub(crate) fn insert(&mut self, at: u64, demand: &Demand, placement: Placement) {

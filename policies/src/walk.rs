@@ -301,6 +301,19 @@ impl Engine {
         self.cluster.place_demand(request)
     }
 
+    /// Whether a gang of `request` would find a place now (a kept placement says so without a
+    /// search; a new one is kept for the gang that will take it).
+    pub(crate) fn probe_placement(&mut self, request: &Demand) -> std::result::Result<(), PlacementFailure> {
+        if self.placed.holds(self.cluster.version(), request) {
+            // Tests check every answer taken from the memo against a new search.
+            debug_assert!(self.cluster.place_demand(request).is_ok(), "a stale placement");
+            return Ok(());
+        }
+        let placement = self.cluster.place_demand(request)?;
+        self.keep_placement(request, placement);
+        Ok(())
+    }
+
     /// Keeps a placement of `request` found at the cluster's state and not used, for the next
     /// gang of the request while that state stands.
     pub(crate) fn keep_placement(&mut self, request: &Demand, placement: trainyard_topology::Placement) {

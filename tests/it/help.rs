@@ -1,4 +1,5 @@
-//! Help texts: every flag of `simulate`, `place`, `compare` and `trace synth` is documented.
+//! Help texts: every flag of `simulate`, `place`, `compare` and `trace synth` is documented; the
+//! generated reference (docs/cli.md) is current and completion scripts cover the commands.
 
 use crate::trainyard;
 
@@ -95,4 +96,37 @@ fn place_and_compare_help_mention_their_flags() {
     let sweep = ["--out-dir", "--jobs", "--fresh", "--quiet", "--point", "--gather", "--slurm", "--k8s-indexed-job"];
     assert_mentions(&help(&["sweep", "--help"]), &sweep, "trainyard sweep --help");
     assert_mentions(&help(&["--help"]), &sweep, "trainyard --help");
+}
+
+/// docs/cli.md is what `trainyard cli-reference` prints now (`TRAINYARD_BLESS=1` rewrites it
+/// after review), and it covers every command.
+#[test]
+fn the_cli_reference_is_current() {
+    let run = trainyard(&["cli-reference"]);
+    run.assert_success();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/cli.md");
+    if std::env::var_os("TRAINYARD_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &run.stdout).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(run.stdout == want, "stale docs/cli.md; rerun with TRAINYARD_BLESS=1 after review");
+    for command in
+        ["## trainyard simulate", "## trainyard import kueue", "## trainyard slurm submit", "## trainyard completions"]
+    {
+        assert!(run.stdout.contains(command), "the reference lacks {command}");
+    }
+}
+
+/// Completion scripts name the subcommands, for every shell clap_complete knows.
+#[test]
+fn completion_scripts_cover_the_subcommands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let run = trainyard(&["completions", shell]);
+        run.assert_success();
+        for sub in ["simulate", "import", "kueue"] {
+            assert!(run.stdout.contains(sub), "{shell}: the script lacks {sub}");
+        }
+    }
+    let run = trainyard(&["completions", "tcsh"]);
+    assert_eq!(run.status.code(), Some(2), "an unknown shell is a usage error: {}", run.stderr);
 }
