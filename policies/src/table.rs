@@ -90,6 +90,17 @@ fn index_hosts(
     }
 }
 
+/// Files a running gang under its queue by priority, or takes it out.
+fn index_queue(by_queue: &mut BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>, id: GangId, record: &GangRecord, add: bool) {
+    let key = (record.request.priority, id);
+    if add {
+        by_queue.entry(record.queue).or_default().insert(key);
+    } else if let Some(set) = by_queue.get_mut(&record.queue) {
+        // A queue's set stays when it empties (one per queue at most), to be filled again.
+        set.remove(&key);
+    }
+}
+
 /// The gangs and their indices (see the module documentation).
 #[derive(Debug)]
 pub(crate) struct GangTable {
@@ -202,12 +213,14 @@ impl GangTable {
         kept.into_iter().flatten().copied().chain(scanned.into_iter().flatten())
     }
 
+    /// The running gangs with their records, by expected end.
+    fn running(&self) -> impl Iterator<Item = (GangId, &GangRecord)> + '_ {
+        self.running_by_end.iter().map(|&(_, id)| (id, &self.gangs[&id]))
+    }
+
     fn scan_queue(&self, queue: QueueIdx) -> Vec<(i32, GangId)> {
-        let mut found: Vec<(i32, GangId)> = (self.running_by_end.iter())
-            .map(|&(_, id)| (id, &self.gangs[&id]))
-            .filter(|(_, g)| g.queue == queue)
-            .map(|(id, g)| (g.request.priority, id))
-            .collect();
+        let mut found: Vec<(i32, GangId)> =
+            (self.running()).filter(|(_, g)| g.queue == queue).map(|(id, g)| (g.request.priority, id)).collect();
         found.sort_unstable();
         found
     }
@@ -220,9 +233,11 @@ impl GangTable {
     }
 
     fn scan_host(&self, host: HostId) -> Vec<GangId> {
-        let mut found: Vec<GangId> = (self.running_by_end.iter())
-            .map(|&(_, id)| id)
-            .filter(|id| matches!(&self.gangs[id].state, GangState::Running { placement, .. } if placement.hosts.contains(&host)))
+        let mut found: Vec<GangId> = (self.running())
+            .filter(
+                |(_, g)| matches!(&g.state, GangState::Running { placement, .. } if placement.hosts.contains(&host)),
+            )
+            .map(|(id, _)| id)
             .collect();
         found.sort_unstable();
         found
@@ -231,32 +246,34 @@ impl GangTable {
     /// Keeps the running gangs filed by queue (what preemption reads), or stops: a policy that
     /// never preempts never asks, and a scan of the running gangs answers if anything does.
     pub(crate) fn keep_queue_index(&mut self, on: bool) {
-        if self.by_queue_kept == on {
-            return;
-        }
-        self.by_queue_kept = on;
-        self.running_by_queue.clear();
-        if on {
-            for &(_, id) in &self.running_by_end {
-                let g = &self.gangs[&id];
-                self.running_by_queue.entry(g.queue).or_default().insert((g.request.priority, id));
-            }
+        if self.by_queue_kept != on {
+            self.by_queue_kept = on;
+            self.file_running();
         }
     }
 
     /// Keeps the running gangs filed by host (what a lost host reads), or stops: a replay
     /// without host failures never asks, and a scan of the running gangs answers if anything does.
     pub(crate) fn keep_host_index(&mut self, on: bool) {
-        if self.on_host_kept == on {
-            return;
+        if self.on_host_kept != on {
+            self.on_host_kept = on;
+            self.file_running();
         }
-        self.on_host_kept = on;
+    }
+
+    /// Files every running gang anew under the indices kept (by queue, by host).
+    fn file_running(&mut self) {
+        self.running_by_queue.clear();
         self.on_host.clear();
-        if on {
-            for &(_, id) in &self.running_by_end {
-                if let GangState::Running { placement, .. } = &self.gangs[&id].state {
-                    index_hosts(&mut self.on_host, id, placement, true);
-                }
+        for &(_, id) in &self.running_by_end {
+            let record = &self.gangs[&id];
+            if self.by_queue_kept {
+                index_queue(&mut self.running_by_queue, id, record, true);
+            }
+            if let GangState::Running { placement, .. } = &record.state
+                && self.on_host_kept
+            {
+                index_hosts(&mut self.on_host, id, placement, true);
             }
         }
     }
@@ -294,7 +311,7 @@ impl GangTable {
         record.ready = false;
         self.running_by_end.insert((expected_end, id));
         if self.by_queue_kept {
-            self.running_by_queue.entry(record.queue).or_default().insert((record.request.priority, id));
+            index_queue(&mut self.running_by_queue, id, record, true);
         }
         if self.on_host_kept {
             index_hosts(&mut self.on_host, id, placement, true);
@@ -310,14 +327,10 @@ impl GangTable {
         // A stopped gang holds nothing: its placement moves out (the caller requeues or removes
         // the record in the same call).
         let (placement, start, expected_end) = (std::mem::replace(placement, Placement::none()), *start, *expected_end);
-        let (queue, priority) = (record.queue, record.request.priority);
         self.running_version += 1;
         self.running_by_end.remove(&(expected_end, id));
-        // A queue's set stays when it empties (one per queue at most), to be filled again.
-        if self.by_queue_kept
-            && let Some(set) = self.running_by_queue.get_mut(&queue)
-        {
-            set.remove(&(priority, id));
+        if self.by_queue_kept {
+            index_queue(&mut self.running_by_queue, id, record, false);
         }
         if self.on_host_kept {
             index_hosts(&mut self.on_host, id, &placement, false);
@@ -373,22 +386,16 @@ impl GangTable {
     pub(crate) fn refile(&mut self, mut resolve: impl FnMut(&GangRecord) -> (QueueIdx, Demand)) {
         self.running_version += 1;
         self.waiting.by_request.clear();
-        self.running_by_queue.clear();
         // Any order: each gang lands in its own queue's and request's sets.
         for (id, gang) in self.gangs.iter_mut() {
             let (queue, demand) = resolve(gang);
             gang.queue = queue;
-            match gang.state {
-                GangState::Pending { .. } => {
-                    gang.demand = demand;
-                    self.waiting.by_request.insert(&gang.demand, order_key(gang), *id, gang.estimate, queue);
-                }
-                GangState::Running { .. } if self.by_queue_kept => {
-                    self.running_by_queue.entry(queue).or_default().insert((gang.request.priority, *id));
-                }
-                GangState::Running { .. } => {}
+            if matches!(gang.state, GangState::Pending { .. }) {
+                gang.demand = demand;
+                self.waiting.by_request.insert(&gang.demand, order_key(gang), *id, gang.estimate, queue);
             }
         }
+        self.file_running();
         let gangs = &self.gangs;
         self.pending.refile(|id| gangs[&id].queue);
     }

@@ -103,13 +103,12 @@ impl Engine {
             Some(failure) => Err(Arc::clone(failure)),
             None => self.take_placement(&request).map_err(Arc::new),
         };
-        let placement = match placed {
+        let mut placement = match placed {
             Ok(p) => p,
             Err(failure) => return self.placement_failed(walk, id, &request, &failure, was_known, now),
         };
         let candidate = Candidate { request, queue, gpus, end };
         let refused_before = walk.reservation.as_ref().map_or(0, |r| r.refused.len());
-        let mut placement = placement;
         if let Err(reason) =
             self.respect_reservations(&mut placement, &candidate, walk.reservation.as_mut(), &mut walk.holds)
         {

@@ -75,9 +75,12 @@ pub struct ImportError {
 }
 
 /// The object being read, to name it in errors and notes.
+#[derive(Clone)]
 pub(crate) struct At {
     origin: String,
+    /// `Kind name` (or `Kind namespace/name`).
     object: String,
+    name: String,
 }
 
 impl At {
@@ -128,7 +131,7 @@ pub fn import(objects: &[Sourced], options: &ImportOptions) -> Result<Imported, 
             Some(ns) => format!("{kind} {ns}/{name}"),
             None => format!("{kind} {name}"),
         };
-        let at = At { origin: object.origin.clone(), object: shown };
+        let at = At { origin: object.origin.clone(), object: shown, name: name.to_string() };
         if kind.is_empty() {
             return Err(at.error("kind", "missing: every object needs `apiVersion` and `kind`"));
         }
@@ -171,13 +174,11 @@ pub fn import(objects: &[Sourced], options: &ImportOptions) -> Result<Imported, 
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
     for (at, spec) in &cohorts {
         let node = cohort_queue(at, spec, options, &mut notes)?;
-        let name = name_of(at);
-        nodes.insert(name, node);
+        nodes.insert(at.name.clone(), node);
     }
     for (at, spec) in &queues {
         let node = cluster_queue(at, spec, options, &flavors, &mut notes)?;
-        let name = name_of(at);
-        if let Some(cohort) = nodes.get(&name) {
+        if let Some(cohort) = nodes.get(&at.name) {
             return Err(at.error(
                 "metadata.name",
                 &format!(
@@ -186,24 +187,20 @@ pub fn import(objects: &[Sourced], options: &ImportOptions) -> Result<Imported, 
                 ),
             ));
         }
-        nodes.insert(name, node);
+        nodes.insert(at.name.clone(), node);
     }
     // Cohorts named by a ClusterQueue or Cohort without an object of their own pool their
     // members' quota and hold none themselves.
     let named: BTreeSet<String> = nodes.values().filter_map(|n| n.spec.parent.clone()).collect();
     for cohort in named {
         nodes.entry(cohort).or_insert_with_key(|cohort| {
-            let at = At { origin: String::new(), object: format!("Cohort {cohort}") };
+            let at = At { origin: String::new(), object: format!("Cohort {cohort}"), name: cohort.clone() };
             Node { at, kind: "Cohort", spec: QueueSpec::default() }
         });
     }
     let topology = pick_topology(&topologies, &flavors, &mut notes);
     let queues = tree_order(nodes)?;
     Ok(Imported { topology, queues, notes })
-}
-
-fn name_of(at: &At) -> String {
-    at.object.split_once(' ').map_or(String::new(), |(_, n)| n.to_string())
 }
 
 /// The queue of a ClusterQueue or Cohort: its quota summed over flavors, its parent named by
@@ -227,7 +224,7 @@ fn queue_node(
         weight: weight(at, spec, notes)?,
         ..QueueSpec::default()
     };
-    Ok((Node { at: At { origin: at.origin.clone(), object: at.object.clone() }, kind, spec }, quota))
+    Ok((Node { at: at.clone(), kind, spec }, quota))
 }
 
 /// A ClusterQueue as a queue: its cohort is its parent; one flavor naming a GPU model gives the
@@ -387,9 +384,10 @@ fn pick_topology(
 ) -> Option<Topology> {
     let named: BTreeSet<&str> =
         flavors.values().filter_map(|(_, s)| s.get("topologyName").and_then(Value::as_str)).collect();
-    let chosen = topologies.iter().find(|(_, name, _)| named.contains(name.as_str())).or_else(|| topologies.first())?;
-    for (at, name, _) in topologies {
-        if !std::ptr::eq(at, &chosen.0) {
+    let index = topologies.iter().position(|(_, name, _)| named.contains(name.as_str())).unwrap_or(0);
+    let chosen = topologies.get(index)?;
+    for (i, (at, name, _)) in topologies.iter().enumerate() {
+        if i != index {
             notes.push(at.note(format!("trainyard places on one Topology (`{}`); `{name}` is left out", chosen.1)));
         }
     }
