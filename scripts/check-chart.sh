@@ -84,6 +84,18 @@ for want in '--mode=companion' 'replicas: 2' 'trainyard@sha256:' 'name: team-b' 
     failed=$((failed + 1))
   fi
 done
+ok "ci/api-values.yaml" --rbac-expect "$data/expected-rbac-api.yaml" --manifest "$work/api.yaml" "$chart" 1.34.0 \
+  "$chart/ci/api-values.yaml"
+for want in '--api-bind=0.0.0.0:9443' '--api-rate=5' 'secretName: trainyard-api-tls' 'appProtocol: grpc'; do
+  if grep -qF -- "$want" "$work/api.yaml"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL  api render lacks: $want"
+    failed=$((failed + 1))
+  fi
+done
+bites "api.enabled without its TLS Secret" "/api/tlsSecret': minLength" \
+  "$chart" 1.34.0 api.enabled=true
 ok "ci/slurm-values.yaml" "${rbac[@]}" --manifest "$work/slurm.yaml" "$chart" 1.34.0 "$chart/ci/slurm-values.yaml"
 # Whole lines (indentation aside): a bare `- --slurm` must not be satisfied by `- --slurm-poll`.
 # A file, not a pipe: under pipefail, grep -q quitting early would fail the pipeline with SIGPIPE.

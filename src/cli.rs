@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use trainyard_simulator::{EstimateSource, Slowdown};
 use trainyard_topology::PlacementPolicy;
 
+use crate::api_cmd::ApiCommand;
 use crate::cluster_source::ClusterArgs;
 use crate::place::PlaceArgs;
 
@@ -79,6 +80,23 @@ enum Command {
     /// Carry another scheduler's definitions over to trainyard's objects.
     #[command(subcommand)]
     Import(crate::import_cmd::ImportCommand),
+    /// Show a TrainJob as the scheduler sees it (trainyard API).
+    Get(crate::api_cmd::NamedArgs),
+    /// List TrainJobs, by queue and state (trainyard API).
+    List(crate::api_cmd::ListArgs),
+    /// Why a TrainJob waits, and what would let it start (trainyard API).
+    Explain(crate::api_cmd::NamedArgs),
+    /// When a waiting TrainJob is expected to start (trainyard API).
+    Eta(crate::api_cmd::NamedArgs),
+    /// Delete a TrainJob: its pods stop and its quota is freed (trainyard API).
+    Cancel(crate::api_cmd::CancelArgs),
+    /// Every queue: quota, usage, borrowing and waiting TrainJobs by reason (trainyard API).
+    Queues(crate::api_cmd::QueuesArgs),
+    /// Submit a TrainJob manifest, or a plain gang described by flags (trainyard API).
+    Submit(crate::api_cmd::SubmitArgs),
+    /// Follow admissions, preemptions, starts and ends as they happen, reconnecting across
+    /// leader changes (trainyard API).
+    Watch(crate::api_cmd::WatchArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell), e.g.
     /// `trainyard completions bash > /etc/bash_completion.d/trainyard`.
     Completions(crate::cli_docs::CompletionsArgs),
@@ -288,6 +306,14 @@ impl Cli {
             Command::Render(args) => crate::render_cmd::run(&args),
             Command::Slurm(command) => crate::slurm_cmd::run(&command),
             Command::Import(command) => crate::import_cmd::run(&command),
+            Command::Get(a) => crate::api_cmd::run(ApiCommand::Get(a)),
+            Command::List(a) => crate::api_cmd::run(ApiCommand::List(a)),
+            Command::Explain(a) => crate::api_cmd::run(ApiCommand::Explain(a)),
+            Command::Eta(a) => crate::api_cmd::run(ApiCommand::Eta(a)),
+            Command::Cancel(a) => crate::api_cmd::run(ApiCommand::Cancel(a)),
+            Command::Queues(a) => crate::api_cmd::run(ApiCommand::Queues(a)),
+            Command::Submit(a) => crate::api_cmd::run(ApiCommand::Submit(a)),
+            Command::Watch(a) => crate::api_cmd::run(ApiCommand::Watch(a)),
             Command::Completions(args) => crate::cli_docs::completions(&args),
             Command::CliReference => crate::cli_docs::reference(),
         }

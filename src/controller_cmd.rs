@@ -9,8 +9,9 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use trainyard::controller::lease::LeaseLock;
 use trainyard::controller::plan::Mode;
-use trainyard::controller::run::{Settings, run};
+use trainyard::controller::run::{ApiServing, Settings, run};
 use trainyard::controller::slurm_run::{STEP_RETRY, SlurmLink};
+use trainyard::grpc::rate::Limit;
 use trainyard_slurm::bridge::Bridge;
 use trainyard_slurm::rest::{RestClient, RestConfig};
 
@@ -75,6 +76,19 @@ pub struct ControllerArgs {
     /// Address of the health endpoints (/healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:8081")]
     pub health_bind: SocketAddr,
+    /// Serve the researcher API (gRPC `trainyard.v1`, TLS only) on this address, e.g.
+    /// 0.0.0.0:8443; not served without it.
+    #[arg(long, value_name = "ADDR", requires_all = ["api_tls_cert", "api_tls_key"])]
+    pub api_bind: Option<SocketAddr>,
+    /// The API's TLS certificate chain, PEM (tls.crt of a kubernetes.io/tls Secret).
+    #[arg(long, value_name = "FILE", requires = "api_bind")]
+    pub api_tls_cert: Option<PathBuf>,
+    /// The API certificate's private key, PEM (tls.key).
+    #[arg(long, value_name = "FILE", requires = "api_bind")]
+    pub api_tls_key: Option<PathBuf>,
+    /// Calls per second each API caller may make, sustained (bursts of four seconds' worth).
+    #[arg(long, default_value_t = 10.0, value_name = "N", value_parser = positive_rate)]
+    pub api_rate: f64,
     /// Take part in leader election; only the lease holder acts.
     #[arg(long)]
     pub leader_elect: bool,
@@ -185,6 +199,15 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
             DraCommitArg::Allocate => trainyard::controller::plan::DeviceCommit::Allocate,
         },
         start_timeout: (args.start_timeout > 0).then_some(args.start_timeout),
+        api: match (args.api_bind, &args.api_tls_cert, &args.api_tls_key) {
+            (Some(bind), Some(cert), Some(key)) => Some(ApiServing {
+                bind,
+                tls_cert: cert.clone(),
+                tls_key: key.clone(),
+                per_caller: Limit { per_second: args.api_rate, burst: (args.api_rate * 4.0).ceil().max(1.0) as u32 },
+            }),
+            _ => None,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
@@ -195,4 +218,12 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
         };
         run(client, settings).await
     })
+}
+
+/// A rate of calls per second: positive and finite.
+fn positive_rate(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 && r <= 1e6 => Ok(r),
+        _ => Err(format!("{text:?} is not a rate between 0 and 1000000 calls per second")),
+    }
 }

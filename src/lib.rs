@@ -6,4 +6,5 @@
 pub mod api;
 pub mod controller;
 pub mod crds;
+pub mod grpc;
 pub mod kueue_import;

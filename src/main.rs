@@ -1,5 +1,6 @@
 //! trainyard: topology-aware gang scheduling for distributed training (CLI entry point).
 
+mod api_cmd;
 mod cli;
 mod cli_docs;
 mod cluster_source;

@@ -53,6 +53,15 @@ impl ReservationPlan {
             .then_some(PendingReason::Reservation { holder: self.holder, at: self.at })
     }
 
+    /// No gang of `request` running past the reservation finds room around it; kept with the
+    /// plan as well when found at the plan's own state (see `at_plan_state`).
+    pub(crate) fn refuse(&mut self, request: &Demand, at_plan_state: bool) {
+        self.refused.insert(request.clone());
+        if at_plan_state {
+            self.at_plan_state.insert(request.clone());
+        }
+    }
+
     fn allows(&self, placement: &Placement) -> bool {
         self.uses(placement).all(|(i, need)| self.slack[i].1.covers(&need))
     }
@@ -327,10 +336,7 @@ impl Engine {
         {
             if !res.allows(placement) {
                 let Some(around) = self.place_around(request, res) else {
-                    res.refused.insert(request.clone());
-                    if !res.slack_used && self.plan_key(res.holder) == res.key {
-                        res.at_plan_state.insert(request.clone());
-                    }
+                    res.refuse(request, self.at_plan_state(res));
                     return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
                 };
                 *placement = around;
@@ -345,8 +351,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether the walk is still at the state `res` was planned at: no slack taken, nothing
+    /// started or changed since.
+    pub(crate) fn at_plan_state(&self, res: &ReservationPlan) -> bool {
+        !res.slack_used && self.plan_key(res.holder) == res.key
+    }
+
     /// Places a gang with every reserved host shrunk to its slack.
-    fn place_around(&mut self, request: &Demand, res: &ReservationPlan) -> Option<Placement> {
+    pub(crate) fn place_around(&mut self, request: &Demand, res: &ReservationPlan) -> Option<Placement> {
         let txn = self.cluster.begin();
         for &(host, slack) in &res.slack {
             let free = self.cluster.host_free(host);

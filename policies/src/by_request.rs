@@ -69,6 +69,8 @@ pub(crate) struct ByRequest {
     groups: HashMap<Demand, Group, FastHash>,
     /// Groups in `groups` with no gang.
     empty: usize,
+    /// Gangs filed so far: what a list of requests taken from here missed once it moves.
+    additions: u64,
 }
 
 /// Emptied groups left in place at most.
@@ -76,6 +78,7 @@ const EMPTY_GROUPS: usize = 16;
 
 impl ByRequest {
     pub(crate) fn insert(&mut self, demand: &Demand, key: OrderKey, id: GangId, estimate: u64, queue: QueueIdx) {
+        self.additions += 1;
         // Most gangs join a request already waiting or emptied: look it up before cloning a key.
         let group = match self.groups.get_mut(demand) {
             Some(group) => {
@@ -111,6 +114,13 @@ impl ByRequest {
     pub(crate) fn clear(&mut self) {
         self.groups.clear();
         self.empty = 0;
+        self.additions += 1;
+    }
+
+    /// Moves whenever a gang is filed (a request may have come, or a group gained a gang):
+    /// while it stands, requests and their groups only lose gangs.
+    pub(crate) fn additions(&self) -> u64 {
+        self.additions
     }
 
     /// The distinct requests waiting, each with its gangs.

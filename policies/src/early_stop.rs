@@ -9,7 +9,7 @@
 //! the reservation was made), not per gang.
 //!
 //! When some requests are still open, the walk passes over the gangs of settled ones in
-//! between (`next_open`): a visit to such a gang would only say again why it waits, so the
+//! between (`next_open`, in `pass_over.rs`): a visit to such a gang would only say again why it waits, so the
 //! gangs it passes read that reason from the blanket, and a cycle's cost follows the gangs that
 //! could start, not the length of the line. Only gangs whose visit would change nothing else
 //! are passed: their request failed or was refused (every gang of it running past the
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use trainyard_topology::{Demand, Resources};
 
 /// A ceiling without any limit.
-const UNLIMITED: Resources = Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX };
+pub(crate) const UNLIMITED: Resources = Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX };
 
 use crate::Engine;
 use crate::blanket::{Blanket, Unstartable};
@@ -49,6 +49,8 @@ pub(crate) struct StopCheck {
     witness: Option<Demand>,
     /// The requests a check is about to probe (kept only for its buffer).
     untried: Vec<Demand>,
+    /// What `next_open` found, for its next call in the cycle (`pass_over.rs`).
+    pub(crate) pass: crate::pass_over::PassMemo,
 }
 
 impl Engine {
@@ -100,7 +102,16 @@ impl Engine {
             }
             // The visit path takes a known failure the same way, without a search.
             if let Some(failure) = self.failure_known_now(&demand) {
+                walk.stop.pass.touch(&demand);
                 walk.failed_shapes.insert(demand, Arc::clone(failure));
+                continue;
+            }
+            if let Some(failure) = self.inferred_failure(walk, &demand) {
+                // Tests check every inferred failure against a search.
+                debug_assert!(self.cluster.place_demand(&demand).is_err(), "an inferred failure finds room");
+                self.failed_at.insert(demand.clone(), (self.cluster.epoch(), Arc::clone(&failure)));
+                walk.stop.pass.touch(&demand);
+                walk.failed_shapes.insert(demand, failure);
                 continue;
             }
             match self.probe_placement(&demand) {
@@ -112,7 +123,9 @@ impl Engine {
                 }
                 Err(failure) => {
                     let failure = Arc::new(failure);
+                    self.note_failure(walk, &demand, &failure);
                     self.failed_at.insert(demand.clone(), (self.cluster.epoch(), Arc::clone(&failure)));
+                    walk.stop.pass.touch(&demand);
                     walk.failed_shapes.insert(demand, failure);
                 }
             }
@@ -120,55 +133,6 @@ impl Engine {
         untried.clear();
         walk.stop.untried = untried;
         answer
-    }
-
-    /// The pending-order key of the first gang after `after` whose visit could do more than say
-    /// again why it waits (see the module documentation), once a reservation stands; `None` when
-    /// there is none (or no reservation stands). Failures
-    /// known from earlier cycles at today's free capacity join the cycle's, so that the gangs
-    /// passed over read them from the blanket.
-    pub(crate) fn next_open(
-        &mut self,
-        walk: &mut Walk,
-        after: crate::engine::OrderKey,
-        now: u64,
-    ) -> Option<crate::engine::OrderKey> {
-        let reservation = walk.reservation.as_ref()?;
-        let mut next: Option<crate::engine::OrderKey> = None;
-        for (demand, group) in self.gangs.by_request().requests() {
-            let failed = walk.failed_shapes.contains_key(demand)
-                || match self.failure_known_now(demand) {
-                    Some(failure) => {
-                        walk.failed_shapes.insert(demand.clone(), Arc::clone(failure));
-                        true
-                    }
-                    None => false,
-                };
-            let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
-            if failed || refused {
-                // Unlimited queues pass at once; the others take a quota check each, for a few.
-                let total = demand.total();
-                let mut checks = 0;
-                let mut has_quota = |q: crate::quota_tree::QueueIdx| {
-                    let quotas = &self.quotas;
-                    if self.unlimited_queues.len() <= q.0 {
-                        self.unlimited_queues.resize(q.0 + 1, None);
-                    }
-                    if *self.unlimited_queues[q.0].get_or_insert_with(|| quotas.ceiling(q) == UNLIMITED) {
-                        return true;
-                    }
-                    checks += 1;
-                    checks <= MAX_QUOTA_PROBES && quotas.check(q, total).is_ok()
-                };
-                if group.queues().all(&mut has_quota) {
-                    continue;
-                }
-            }
-            if let Some(first) = group.first_after(after) {
-                next = Some(next.map_or(first, |n| n.min(first)));
-            }
-        }
-        next
     }
 
     /// The failure a search for `demand` met at today's free-capacity epoch: it stands, since

@@ -55,7 +55,9 @@ pub(crate) struct GangRecord {
     pub(crate) state: GangState,
     /// What it asks of the cluster, resolved against the cluster's levels.
     pub(crate) demand: Demand,
-    pub(crate) request: GangRequest,
+    /// Shared, never changed once the gang is in: a copy of the engine (`eta.rs`) copies a
+    /// pointer, not the shape's names and lists.
+    pub(crate) request: Arc<GangRequest>,
     /// Arrival number: the last part of the pending order key, kept to requeue it unchanged.
     pub(crate) arrival: u64,
     /// The gang that last preempted this one: it may never preempt that gang back.
@@ -69,8 +71,17 @@ pub(crate) struct GangRecord {
 
 #[derive(Clone, Debug)]
 pub(crate) enum GangState {
-    Pending { status: PendingStatus, cycle: u64 },
-    Running { placement: Placement, start: u64, expected_end: u64 },
+    Pending {
+        status: PendingStatus,
+        cycle: u64,
+    },
+    /// The placement is shared: a copy of the engine (`eta.rs`) copies a pointer per running
+    /// gang, not its hosts.
+    Running {
+        placement: Arc<Placement>,
+        start: u64,
+        expected_end: u64,
+    },
 }
 
 /// Weighted dominant-resource fair sharing across queues.
@@ -86,7 +97,10 @@ pub struct FairSharing {
 pub(crate) type OrderKey = (Reverse<i32>, u64, u64, u64);
 
 /// The scheduling engine. Sans-IO: time is passed in, nothing is read or written.
-#[derive(Debug)]
+///
+/// `Clone` gives an independent copy (cluster, gangs, quotas, kept plans and placements): what a
+/// what-if such as [`Engine::eta`] runs forward without touching the engine it asks about.
+#[derive(Clone, Debug)]
 pub struct Engine {
     pub(crate) cluster: Cluster,
     pub(crate) config: PolicyConfig,
@@ -137,6 +151,9 @@ pub struct Engine {
     pub(crate) unlimited_queues: Vec<Option<bool>>,
     /// Placements found at the cluster's current version, across cycles (`placed.rs`).
     pub(crate) placed: crate::placed::Placed,
+    /// A what-if copy (`eta.rs`): only what the engine decides is read, never why gangs wait, so
+    /// placement failures that follow from others are not searched (`what_if.rs`).
+    pub(crate) decisions_only: bool,
 }
 
 /// The flavor index of each queue bound to one (`u16::MAX` for a flavor no node has).
@@ -203,11 +220,50 @@ impl Engine {
             plan_memo: None,
             unlimited_queues: Vec::new(),
             placed: Default::default(),
+            decisions_only: false,
         };
         engine.pruned_generation = engine.cluster.generation();
         engine.apply_settings(&config);
         engine.flavor_of = flavors_of(&config, engine.cluster.topology());
         engine
+    }
+
+    /// A copy to run forward as a what-if (`eta.rs`): what [`Clone`] gives, except that it
+    /// decides only (`decisions_only`), follows no changes, and files no running gang by host
+    /// (see [`crate::table::GangTable::what_if_copy`]). Every field is listed, so that a new
+    /// one is copied on purpose.
+    pub(crate) fn what_if_copy(&self) -> Engine {
+        Engine {
+            cluster: self.cluster.clone(),
+            config: self.config.clone(),
+            quotas: self.quotas.clone(),
+            flavor_of: self.flavor_of.clone(),
+            fair_share: self.fair_share.clone(),
+            gangs: self.gangs.what_if_copy(),
+            preemption: self.preemption,
+            lifecycle: self.lifecycle,
+            fair: self.fair,
+            never_fits: self.never_fits.clone(),
+            never_fits_generation: self.never_fits_generation,
+            failed_at: self.failed_at.clone(),
+            arrivals: self.arrivals,
+            cycle: self.cycle,
+            visits: self.visits,
+            last_now: self.last_now,
+            blanket: self.blanket.clone(),
+            dirty: self.dirty,
+            last_full: self.last_full,
+            ran: self.ran,
+            changed: Default::default(),
+            follows_changes: false,
+            blanket_moved: self.blanket_moved,
+            lost: self.lost.clone(),
+            pruned_generation: self.pruned_generation,
+            plan_memo: self.plan_memo.clone(),
+            unlimited_queues: self.unlimited_queues.clone(),
+            placed: self.placed.clone(),
+            decisions_only: true,
+        }
     }
 
     /// The settings of a policy besides its queues: placement, preemption and lifecycle rules.
@@ -288,7 +344,7 @@ impl Engine {
     /// Running gangs with their placement and start time, by id.
     pub fn running(&self) -> impl Iterator<Item = (GangId, &Placement, u64)> + '_ {
         self.gangs.ids().into_iter().filter_map(|id| match &self.gangs[&id].state {
-            GangState::Running { placement, start, .. } => Some((id, placement, *start)),
+            GangState::Running { placement, start, .. } => Some((id, &**placement, *start)),
             GangState::Pending { .. } => None,
         })
     }

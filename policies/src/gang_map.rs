@@ -56,5 +56,8 @@ pub(crate) type FastHash = BuildHasherDefault<IdHasher>;
 /// A set of gang ids (sorted wherever it is read out).
 pub(crate) type GangSet = std::collections::HashSet<GangId, FastHash>;
 
-/// Gang records keyed by id.
-pub(crate) type GangMap = HashMap<GangId, GangRecord, FastHash>;
+/// Gang records keyed by id. A record is shared between copies of the engine and copied when
+/// one of them changes it (`Arc::make_mut`): a copy (`eta.rs`) copies a pointer per gang, and
+/// then only the records its run changes. The engine itself never shares one, so a change
+/// copies nothing there.
+pub(crate) type GangMap = HashMap<GangId, std::sync::Arc<GangRecord>, FastHash>;

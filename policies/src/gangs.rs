@@ -98,7 +98,7 @@ impl Engine {
         let status = PendingStatus { reason: PendingReason::NotYetScheduled, reserved_at: None };
         let id = request.id;
         self.gangs.enqueue(GangRecord {
-            request,
+            request: std::sync::Arc::new(request),
             queue,
             demand,
             total,
@@ -207,18 +207,21 @@ impl Engine {
 
     /// Releases a running gang's hosts and quota and takes it out of the running indices;
     /// the caller requeues or removes it. Returns its placement and start.
-    fn stop_running(&mut self, id: GangId) -> Result<(Placement, u64)> {
+    fn stop_running(&mut self, id: GangId) -> Result<(std::sync::Arc<Placement>, u64)> {
         let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
         let GangState::Running { placement, expected_end, .. } = &gang.state else {
             return Err(Error::NotRunning(id));
         };
-        let (end, versions) = (*expected_end, self.plan_versions());
+        let (end, versions, epoch) = (*expected_end, self.plan_versions(), self.cluster.epoch());
         let first = self.gangs.running_by_end().first() == Some(&(end, id));
         self.cluster.release_placement(placement)?;
         self.quotas.refund(gang.queue, gang.total);
         self.lost.remove(&id);
         let stopped = self.gangs.stop(id).expect("running, checked above");
         self.plan_after_stop(versions, first, end);
+        if self.decisions_only {
+            self.carry_failures(epoch, &stopped.0);
+        }
         Ok(stopped)
     }
 

@@ -21,6 +21,9 @@ mod cycle;
 mod early_stop;
 mod engine;
 mod error;
+mod eta;
+#[cfg(test)]
+mod eta_tests;
 mod explain;
 mod gang;
 mod gang_map;
@@ -29,6 +32,7 @@ mod lifecycle;
 mod live;
 mod node_loss;
 mod order;
+mod pass_over;
 mod pending;
 mod placed;
 #[cfg(test)]
@@ -37,10 +41,12 @@ mod preempt;
 mod preemption;
 mod quota_tree;
 mod reason;
+mod runtime_history;
 mod table;
 #[cfg(test)]
 mod table_tests;
 mod walk;
+mod what_if;
 
 pub use config::{
     AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
@@ -50,9 +56,16 @@ pub use config::{
 };
 pub use engine::{Admission, Cycle, Engine, FairSharing, NodeLoss, Preemption, Replacement, Reservation, Submitted};
 pub use error::{Error, Result};
+pub use eta::{
+    DEFAULT_ETA_COARSE_DIVISOR, DEFAULT_ETA_EXACT_HOST_CYCLES, DEFAULT_ETA_HORIZON_S, DEFAULT_ETA_MAX_CYCLES,
+    ETA_WAITS_FOR_SHOWN, Eta, EtaAnswer, EtaLimits,
+};
 pub use explain::{Counterfactual, Explanation};
 pub use gang::{GangId, GangRequest};
 pub use lifecycle::LifecycleRules;
 pub use preemption::PreemptionRules;
 pub use quota_tree::{FairShare, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
 pub use reason::{PendingReason, PendingStatus, Unschedulable};
+pub use runtime_history::{
+    DEFAULT_HISTORY_MIN_SAMPLES, DEFAULT_HISTORY_WINDOW, QueueRuntimes, RuntimeHistory, RuntimeStatistic,
+};

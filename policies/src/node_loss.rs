@@ -133,7 +133,7 @@ impl Engine {
     fn replace_hosts(&mut self, id: GangId, lost: &[HostId], now: u64, cycle: &mut Cycle) -> Result<bool> {
         let gang = &self.gangs[&id];
         let GangState::Running { placement, .. } = &gang.state else { return Ok(false) };
-        let (mut placement, demand) = (placement.clone(), gang.demand.clone());
+        let (mut placement, demand) = (trainyard_topology::Placement::clone(placement), gang.demand.clone());
         let topo = self.cluster.topology();
         let top = topo.ancestor_at(placement.domain, demand.constraint().top_depth.min(placement.depth));
         let txn = self.cluster.begin();

@@ -86,6 +86,22 @@ impl Pending {
         self.all.values().map(|&(id, _)| id)
     }
 
+    /// Pending gangs ahead of `key` in visiting order (priority, submission, arrival), first
+    /// first; O(their number).
+    pub(crate) fn ids_before(&self, key: &OrderKey) -> impl Iterator<Item = GangId> + '_ {
+        self.all.range(..key).map(|(_, &(id, _))| id)
+    }
+
+    /// Pending gangs behind `key` in visiting order.
+    pub(crate) fn ids_after(&self, key: &OrderKey) -> impl Iterator<Item = GangId> + '_ {
+        self.all.range((Bound::Excluded(key), Bound::Unbounded)).map(|(_, &(id, _))| id)
+    }
+
+    /// The first pending gang in visiting order.
+    pub(crate) fn first(&self) -> Option<GangId> {
+        self.all.values().next().map(|&(id, _)| id)
+    }
+
     /// A cycle begins: gangs entering from now on wait for the next one.
     pub(crate) fn open_cycle(&mut self) {
         self.open = true;

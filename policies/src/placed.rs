@@ -15,7 +15,7 @@ use crate::gang_map::FastHash;
 /// Placements found at one cluster version, by request. A placement is taken out to be used
 /// and put back when it was not (the gang did not start): one that starts a gang moves the
 /// cluster to another version, where it would never be read again, so it is never copied.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Placed {
     at: u64,
     found: HashMap<Demand, Placement, FastHash>,

@@ -151,7 +151,7 @@ impl Engine {
         let released: Vec<Placement> = victims
             .iter()
             .filter_map(|v| match &self.gangs[v].state {
-                GangState::Running { placement, .. } => Some(placement.clone()),
+                GangState::Running { placement, .. } => Some(Placement::clone(placement)),
                 GangState::Pending { .. } => None,
             })
             .collect();

@@ -15,6 +15,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
@@ -40,11 +41,13 @@ fn order_key(g: &GangRecord) -> OrderKey {
 }
 
 /// The indices over pending gangs besides their order.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct PendingIndex {
     without_gpus: usize,
-    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics).
+    /// Pending gangs that ask for GPUs, smallest first (for fragmentation metrics); not kept
+    /// in a what-if copy (`sizes_dropped`), which never asks.
     by_size: BTreeSet<SizeKey>,
+    sizes_dropped: bool,
     by_request: ByRequest,
     /// Pending gangs waiting out a backoff, by the time they may start.
     backoffs: BTreeSet<(u64, GangId)>,
@@ -54,7 +57,7 @@ impl PendingIndex {
     fn add(&mut self, id: GangId, record: &GangRecord) {
         if record.gpus == 0 {
             self.without_gpus += 1;
-        } else {
+        } else if !self.sizes_dropped {
             self.by_size.insert(size_key(id, record));
         }
         self.by_request.insert(&record.demand, order_key(record), id, record.estimate, record.queue);
@@ -63,7 +66,7 @@ impl PendingIndex {
     fn remove(&mut self, id: GangId, record: &GangRecord) {
         if record.gpus == 0 {
             self.without_gpus -= 1;
-        } else {
+        } else if !self.sizes_dropped {
             self.by_size.remove(&size_key(id, record));
         }
         self.by_request.remove(&record.demand, order_key(record), record.estimate, record.queue);
@@ -102,7 +105,7 @@ fn index_queue(by_queue: &mut BTreeMap<QueueIdx, BTreeSet<(i32, GangId)>>, id: G
 }
 
 /// The gangs and their indices (see the module documentation).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct GangTable {
     gangs: GangMap,
     pending: Pending,
@@ -149,15 +152,40 @@ impl std::ops::Index<&GangId> for GangTable {
 }
 
 impl GangTable {
+    /// A copy for a what-if run (`eta.rs`): the same gangs and indices, but the running gangs
+    /// are not filed by host (a scan answers if a host is lost) and the pending ones not by
+    /// size (only fragmentation metrics read it), as the copy would pay for both at every start
+    /// and stop, and for copying them, without ever reading them.
+    pub(crate) fn what_if_copy(&self) -> GangTable {
+        let waiting = PendingIndex {
+            without_gpus: self.waiting.without_gpus,
+            by_size: BTreeSet::new(),
+            sizes_dropped: true,
+            by_request: self.waiting.by_request.clone(),
+            backoffs: self.waiting.backoffs.clone(),
+        };
+        GangTable {
+            gangs: self.gangs.clone(),
+            pending: self.pending.clone(),
+            waiting,
+            running_by_end: self.running_by_end.clone(),
+            running_by_queue: self.running_by_queue.clone(),
+            by_queue_kept: self.by_queue_kept,
+            on_host: HashMap::default(),
+            on_host_kept: false,
+            running_version: self.running_version,
+        }
+    }
+
     pub(crate) fn get(&self, id: &GangId) -> Option<&GangRecord> {
-        self.gangs.get(id)
+        self.gangs.get(id).map(|r| &**r)
     }
 
     /// A record to read and to update its status and lifecycle fields; what the indices key on
     /// (whether it is pending or running, its placement, queue, request, demand, estimate,
     /// arrival and `not_before`) changes only through the transitions.
     pub(crate) fn get_mut(&mut self, id: &GangId) -> Option<&mut GangRecord> {
-        self.gangs.get_mut(id)
+        self.gangs.get_mut(id).map(Arc::make_mut)
     }
 
     pub(crate) fn contains_key(&self, id: &GangId) -> bool {
@@ -187,6 +215,7 @@ impl GangTable {
 
     /// The smallest pending gang that asks for GPUs.
     pub(crate) fn smallest_pending(&self) -> Option<GangId> {
+        debug_assert!(!self.waiting.sizes_dropped, "a what-if copy keeps no sizes");
         self.waiting.by_size.first().map(|k| k.4)
     }
 
@@ -215,7 +244,7 @@ impl GangTable {
 
     /// The running gangs with their records, by expected end.
     fn running(&self) -> impl Iterator<Item = (GangId, &GangRecord)> + '_ {
-        self.running_by_end.iter().map(|&(_, id)| (id, &self.gangs[&id]))
+        self.running_by_end.iter().map(|&(_, id)| (id, &*self.gangs[&id]))
     }
 
     fn scan_queue(&self, queue: QueueIdx) -> Vec<(i32, GangId)> {
@@ -296,18 +325,21 @@ impl GangTable {
         let id = record.request.id;
         self.pending.insert(order_key(&record), id, record.queue);
         self.waiting.add(id, &record);
-        self.gangs.insert(id, record);
+        self.gangs.insert(id, Arc::new(record));
     }
 
     /// A pending gang starts on `placement` at `now`: it leaves the pending order and indices
     /// and enters the running ones. Returns its expected end, or `None` if it is not pending.
     pub(crate) fn start(&mut self, id: GangId, placement: &Placement, now: u64) -> Option<u64> {
-        let record = self.gangs.get_mut(&id).filter(|g| matches!(g.state, GangState::Pending { .. }))?;
+        if !self.gangs.get(&id).is_some_and(|g| matches!(g.state, GangState::Pending { .. })) {
+            return None;
+        }
+        let record = Arc::make_mut(self.gangs.get_mut(&id)?);
         self.pending.remove(&order_key(record));
         self.waiting.remove(id, record);
         let expected_end = now.saturating_add(record.estimate);
         self.running_version += 1;
-        record.state = GangState::Running { placement: placement.clone(), start: now, expected_end };
+        record.state = GangState::Running { placement: Arc::new(placement.clone()), start: now, expected_end };
         record.ready = false;
         self.running_by_end.insert((expected_end, id));
         if self.by_queue_kept {
@@ -320,13 +352,13 @@ impl GangTable {
     }
 
     /// A running gang stops holding anything: it leaves the running indices and is returned
-    /// with its placement and start; the caller requeues or removes it.
-    pub(crate) fn stop(&mut self, id: GangId) -> Option<(Placement, u64)> {
-        let record = self.gangs.get_mut(&id)?;
-        let GangState::Running { placement, start, expected_end } = &mut record.state else { return None };
-        // A stopped gang holds nothing: its placement moves out (the caller requeues or removes
-        // the record in the same call).
-        let (placement, start, expected_end) = (std::mem::replace(placement, Placement::none()), *start, *expected_end);
+    /// with its placement and start; the caller requeues or removes it. Its record reads
+    /// running until then (in the same call), so that a record shared with a copy of the engine
+    /// is not copied for a gang about to leave.
+    pub(crate) fn stop(&mut self, id: GangId) -> Option<(Arc<Placement>, u64)> {
+        let record = self.gangs.get(&id)?;
+        let GangState::Running { placement, start, expected_end } = &record.state else { return None };
+        let (placement, start, expected_end) = (Arc::clone(placement), *start, *expected_end);
         self.running_version += 1;
         self.running_by_end.remove(&(expected_end, id));
         if self.by_queue_kept {
@@ -340,14 +372,14 @@ impl GangTable {
 
     /// A stopped gang waits again, in its old place in the order, with `status` as of `cycle`.
     pub(crate) fn requeue(&mut self, id: GangId, status: PendingStatus, cycle: u64) {
-        let Some(record) = self.gangs.get_mut(&id) else { return };
+        let Some(record) = self.gangs.get_mut(&id).map(Arc::make_mut) else { return };
         record.state = GangState::Pending { status, cycle };
         self.pending.insert(order_key(record), id, record.queue);
         self.waiting.add(id, record);
     }
 
     /// A pending or stopped gang leaves the table.
-    pub(crate) fn remove(&mut self, id: GangId) -> Option<GangRecord> {
+    pub(crate) fn remove(&mut self, id: GangId) -> Option<Arc<GangRecord>> {
         let record = self.gangs.remove(&id)?;
         if matches!(record.state, GangState::Pending { .. }) {
             self.pending.remove(&order_key(&record));
@@ -356,9 +388,50 @@ impl GangTable {
         Some(record)
     }
 
+    /// Gives a gang another runtime estimate, as a what-if on a copy of the engine does
+    /// (`eta.rs`): a pending gang is filed again under it, a running one is expected to end that
+    /// long after its start.
+    pub(crate) fn re_estimate(&mut self, id: GangId, estimate: u64) {
+        let Some(record) = self.gangs.get_mut(&id).map(Arc::make_mut) else { return };
+        if record.estimate == estimate {
+            return;
+        }
+        let key = order_key(record);
+        match &mut record.state {
+            GangState::Pending { .. } => {
+                self.waiting.by_request.remove(&record.demand, key, record.estimate, record.queue);
+                record.estimate = estimate;
+                self.waiting.by_request.insert(&record.demand, key, id, estimate, record.queue);
+            }
+            GangState::Running { start, expected_end, .. } => {
+                self.running_by_end.remove(&(*expected_end, id));
+                *expected_end = start.saturating_add(estimate);
+                self.running_by_end.insert((*expected_end, id));
+                record.estimate = estimate;
+                self.running_version += 1;
+            }
+        }
+    }
+
+    /// Gives every gang the estimate `estimate` says (see [`GangTable::re_estimate`]).
+    pub(crate) fn re_estimate_all(&mut self, estimate: impl Fn(&GangRecord) -> u64) {
+        // Any order: each gang is filed again under its own estimate only.
+        let changed: Vec<(GangId, u64)> = (self.gangs.iter())
+            .filter_map(|(&id, g)| Some((id, estimate(g))).filter(|&(_, e)| e != g.estimate))
+            .collect();
+        for (id, e) in changed {
+            self.re_estimate(id, e);
+        }
+    }
+
+    /// The pending-order key of a gang.
+    pub(crate) fn order_key(&self, id: GangId) -> Option<OrderKey> {
+        self.get(&id).map(order_key)
+    }
+
     /// A pending gang may not start before `until`.
     pub(crate) fn back_off(&mut self, id: GangId, until: u64) {
-        let Some(record) = self.gangs.get_mut(&id) else { return };
+        let Some(record) = self.gangs.get_mut(&id).map(Arc::make_mut) else { return };
         self.waiting.backoffs.remove(&(record.not_before, id));
         record.not_before = until;
         self.waiting.backoffs.insert((until, id));
@@ -366,9 +439,9 @@ impl GangTable {
 
     /// A running gang moved its pods off `from` onto `placement`.
     pub(crate) fn moved(&mut self, id: GangId, from: HostId, placement: &Placement) {
-        let Some(record) = self.gangs.get_mut(&id) else { return };
+        let Some(record) = self.gangs.get_mut(&id).map(Arc::make_mut) else { return };
         let GangState::Running { placement: p, .. } = &mut record.state else { return };
-        *p = placement.clone();
+        *p = Arc::new(placement.clone());
         self.running_version += 1;
         if !self.on_host_kept {
             return;
@@ -388,6 +461,7 @@ impl GangTable {
         self.waiting.by_request.clear();
         // Any order: each gang lands in its own queue's and request's sets.
         for (id, gang) in self.gangs.iter_mut() {
+            let gang = Arc::make_mut(gang);
             let (queue, demand) = resolve(gang);
             gang.queue = queue;
             if matches!(gang.state, GangState::Pending { .. }) {
@@ -412,7 +486,7 @@ impl GangTable {
                     pending += 1;
                     if g.gpus == 0 {
                         without_gpus += 1;
-                    } else if !self.waiting.by_size.contains(&size_key(*id, g)) {
+                    } else if !self.waiting.sizes_dropped && !self.waiting.by_size.contains(&size_key(*id, g)) {
                         return Err(format!("pending gang {id:?} missing from the size index"));
                     }
                     if !self.waiting.by_request.ids(&g.demand).any(|x| x == *id) {
@@ -437,9 +511,12 @@ impl GangTable {
             if self.by_queue_kept { self.running_by_queue.values().map(BTreeSet::len).sum() } else { running };
         let on_hosts =
             if self.on_host_kept { self.on_host.values().flatten().collect::<BTreeSet<_>>().len() } else { running };
+        // A what-if copy keeps no sizes.
+        let sizes =
+            if self.waiting.sizes_dropped { pending } else { self.waiting.without_gpus + self.waiting.by_size.len() };
         let checks = [
             (self.pending.len(), pending, "pending order"),
-            (self.waiting.without_gpus + self.waiting.by_size.len(), pending, "pending sizes"),
+            (sizes, pending, "pending sizes"),
             (self.waiting.without_gpus, without_gpus, "pending gangs without GPUs"),
             (
                 self.waiting.by_request.requests().map(|(d, _)| self.waiting.by_request.ids(d).count()).sum(),

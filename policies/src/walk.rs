@@ -32,6 +32,8 @@ pub(crate) struct Walk {
     pub(crate) settled_visit: bool,
     /// Gangs were passed over: they read their reason from the blanket.
     pub(crate) passed: bool,
+    /// Failures found by search, for a what-if copy to infer others from (`what_if.rs`).
+    pub(crate) searched: crate::what_if::Searched,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -47,6 +49,7 @@ impl Walk {
             stop: Default::default(),
             settled_visit: false,
             passed: false,
+            searched: Default::default(),
             cycle,
         }
     }
@@ -90,18 +93,34 @@ impl Engine {
             return self.quota_blocked(walk, id, block, now);
         }
         let request = gang.demand.clone();
+        // What this visit finds (a failure, a refusal, a start) may change the request's look.
+        walk.stop.pass.touch(&request);
         let end = now.saturating_add(gang.estimate);
         if let Some(reason) = walk.reservation.as_ref().and_then(|r| r.refuses(&request, end)) {
             self.set_status(id, reason, None);
             walk.settled_visit = true;
             return Ok(Step::Next);
         }
-        let known = walk.failed_shapes.get(&request).or_else(|| self.failure_known_now(&request));
-        let was_known = known.is_some();
         // A known failure is shared, not copied: most gangs a cycle visits meet one.
+        let known = walk.failed_shapes.get(&request).or_else(|| self.failure_known_now(&request)).map(Arc::clone);
+        let was_known = known.is_some();
         let placed = match known {
-            Some(failure) => Err(Arc::clone(failure)),
-            None => self.take_placement(&request).map_err(Arc::new),
+            Some(failure) => Err(failure),
+            None => match self.inferred_failure(walk, &request) {
+                Some(failure) => {
+                    // Tests check every inferred failure against a search.
+                    debug_assert!(self.cluster.place_demand(&request).is_err(), "an inferred failure finds room");
+                    Err(failure)
+                }
+                None if self.inferred_refusal(walk, &request, end) => {
+                    return self.refused_without_search(walk, id, &request);
+                }
+                None => self.take_placement(&request).map_err(|failure| {
+                    let failure = Arc::new(failure);
+                    self.note_failure(walk, &request, &failure);
+                    failure
+                }),
+            },
         };
         let mut placement = match placed {
             Ok(p) => p,
@@ -116,7 +135,7 @@ impl Engine {
             self.keep_placement(&candidate.request, placement);
             self.set_status(id, reason, None);
             let newly_refused = walk.reservation.as_ref().is_some_and(|r| r.refused.len() > refused_before);
-            if newly_refused && self.nothing_left_starts(walk, now) {
+            if newly_refused && !self.decisions_only && self.nothing_left_starts(walk, now) {
                 return Ok(self.stop_nothing_starts(walk));
             }
             return Ok(Step::Next);
@@ -127,6 +146,7 @@ impl Engine {
         if !self.start_or_wait(id, &mut placement, now)? {
             return Ok(Step::Next);
         }
+        walk.stop.pass.started();
         walk.cycle.admitted.push(Admission { id, placement, backfilled });
         Ok(Step::Next)
     }
@@ -144,6 +164,17 @@ impl Engine {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A what-if copy refuses a gang around the reservation without a search (`what_if.rs`): as
+    /// the refusal after the searches would.
+    fn refused_without_search(&mut self, walk: &mut Walk, id: GangId, request: &Demand) -> Result<Step> {
+        let Some(res) = walk.reservation.as_mut() else { return Ok(Step::Next) };
+        // Tests check every inferred refusal against a search around the reservation.
+        debug_assert!(self.place_around(request, res).is_none(), "an inferred refusal finds room");
+        res.refuse(request, self.at_plan_state(res));
+        self.set_status(id, PendingReason::Reservation { holder: res.holder, at: res.at }, None);
+        Ok(Step::Next)
     }
 
     /// Quota stage: the gang's queue (or a pool above it) has no room for it now. The head of
@@ -236,7 +267,7 @@ impl Engine {
             self.blanket = Some(Blanket::QueuedBehind(id));
             return Ok(Step::Stop);
         }
-        if (!was_known || reserved_at.is_some()) && self.nothing_left_starts(walk, now) {
+        if ((!was_known && !self.decisions_only) || reserved_at.is_some()) && self.nothing_left_starts(walk, now) {
             return Ok(self.stop_nothing_starts(walk));
         }
         walk.settled_visit = was_known && walk.reservation.is_some();

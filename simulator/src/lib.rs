@@ -11,11 +11,14 @@
 //! With several tenants the report adds their fairness ([`fairness`]) and, when queues have
 //! quotas, what each used and borrowed over time ([`quota_usage`]); [`tenants`] turns
 //! published per-VC quotas into policy files.
+//! [`eta_accuracy`] holds start-time estimates ([`trainyard_policies::Engine::eta`]) asked
+//! during a replay against the starts the replay gave.
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
 pub mod compare;
 pub mod device_locality;
 mod error;
+pub mod eta_accuracy;
 pub mod failures;
 pub mod fairness;
 pub mod fragmentation;

@@ -128,6 +128,37 @@ pub fn replay_observed<'a>(
     progress: &mut dyn FnMut(Progress),
     observer: &mut dyn FnMut(&Engine, &Cycle),
 ) -> Result<ReplayResult, SimError> {
+    /// Watches the cycles only.
+    struct Cycles<'o>(&'o mut dyn FnMut(&Engine, &Cycle));
+    impl Watch for Cycles<'_> {
+        fn cycle(&mut self, engine: &Engine, cycle: &Cycle, _now: u64) {
+            (self.0)(engine, cycle);
+        }
+    }
+    replay_watched(cluster, policy, jobs, options, progress, &mut Cycles(observer))
+}
+
+/// What a caller inside the crate may watch a replay do. Every call sees the engine (if at
+/// all) read-only, so watching cannot change what the replay does.
+pub(crate) trait Watch {
+    /// The jobs (by index) whose gangs were queued at `now`, after every arrival of that
+    /// instant and before its cycle.
+    fn arrived(&mut self, _engine: &Engine, _now: u64, _jobs: &[usize]) {}
+    /// A job's gang ended at `end`, having last started at `start`.
+    fn finished(&mut self, _job: usize, _start: u64, _end: u64) {}
+    /// The cycle at `now`, with the engine as it left it.
+    fn cycle(&mut self, _engine: &Engine, _cycle: &Cycle, _now: u64) {}
+}
+
+/// [`replay_observed`] with a [`Watch`].
+pub(crate) fn replay_watched<'a>(
+    cluster: Cluster,
+    policy: PolicyConfig,
+    jobs: impl Into<Cow<'a, [TraceJob]>>,
+    options: ReplayOptions,
+    progress: &mut dyn FnMut(Progress),
+    watch: &mut dyn Watch,
+) -> Result<ReplayResult, SimError> {
     let owned: Cow<'a, [TraceJob]> = jobs.into();
     let jobs: &[TraceJob] = &owned;
     let slowdown = options.slowdown.resolve(cluster.topology())?;
@@ -173,6 +204,8 @@ pub fn replay_observed<'a>(
         TimelineTracker::new(TimelineTracker::step_for_span(first, last))
     });
     let mut next_arrival = 0;
+    // The jobs queued at the instant under way, for the watch.
+    let mut queued_now: Vec<usize> = Vec::new();
     let (mut events, mut cycles, mut done) = (0u64, 0u64, 0u64);
     let total = jobs.len() as u64;
     loop {
@@ -189,6 +222,7 @@ pub fn replay_observed<'a>(
         while let Some(i) = runs.pop_ended(now) {
             engine.finish(GangId(i as u64), now)?;
             let (start, backfilled, depth) = starts[i];
+            watch.finished(i, start, now);
             let span_level = slowdown.at_depth(depth).level.clone();
             fates[i] = Some(Fate::Finished { start, end: now, backfilled, span_level });
             events += 1;
@@ -234,6 +268,7 @@ pub fn replay_observed<'a>(
                 }
             }
         }
+        queued_now.clear();
         while let Some(&i) = order.get(next_arrival) {
             let job = &jobs[i];
             if job.submit != now {
@@ -262,6 +297,7 @@ pub fn replay_observed<'a>(
                     done += 1;
                 }
                 Submitted::Queued if track_usage => {
+                    queued_now.push(i);
                     if let Some(q) = engine.quotas().find(&job.tenant) {
                         queue_of[i] = q.0;
                         if pending_by_queue.len() <= q.0 {
@@ -270,12 +306,15 @@ pub fn replay_observed<'a>(
                         pending_by_queue[q.0] += 1;
                     }
                 }
-                Submitted::Queued => {}
+                Submitted::Queued => queued_now.push(i),
             }
+        }
+        if !queued_now.is_empty() {
+            watch.arrived(&engine, now, &queued_now);
         }
         let cycle = engine.schedule(now)?;
         cycles += 1;
-        observer(&engine, &cycle);
+        watch.cycle(&engine, &cycle, now);
         for p in &cycle.preempted {
             let i = p.victim.0 as usize;
             preemptions[i] += 1;

@@ -29,6 +29,10 @@ pub const FINALIZER: &str = "trainyard.io/finalizer";
 /// created in the same second go by it, across restarts.
 pub const ARRIVAL_ANNOTATION: &str = "trainyard.io/arrival";
 
+/// Annotation with how long a TrainJob will run (`90m`, `4h`, `1h30m` or seconds): backfill plans
+/// with it, and start-time estimates run the queue forward with it.
+pub const RUNTIME_ESTIMATE_ANNOTATION: &str = "trainyard.io/runtime-estimate";
+
 /// Kueue's annotation for a required topology level (a node label key), read from the TrainJob.
 pub const REQUIRED_TOPOLOGY: &str = "kueue.x-k8s.io/podset-required-topology";
 /// Kueue's annotation for a preferred topology level.

@@ -9,7 +9,7 @@ use trainyard_topology::{GangShape, TopologyRequest};
 
 use std::collections::BTreeMap;
 
-use crate::api::{PRIORITY_CLASS_LABEL, QUEUE_LABEL, REQUIRED_TOPOLOGY, SlurmTarget};
+use crate::api::{PRIORITY_CLASS_LABEL, QUEUE_LABEL, REQUIRED_TOPOLOGY, RUNTIME_ESTIMATE_ANNOTATION, SlurmTarget};
 
 /// Annotation choosing how an admission reaches the pods: `pods` (default: each pod gated and bound
 /// to its host) or `domain` (a node selector on the required level's domain; kube-scheduler picks hosts).
@@ -33,6 +33,9 @@ pub struct GangIntent {
     /// The hosts its pods may use: tolerations, node selector and required affinity of the gang's
     /// pod template (runtime and TrainJob overrides merged, as rendered).
     pub hosts: HostFilter,
+    /// How long it says it will run, seconds (`trainyard.io/runtime-estimate`); the policy's
+    /// default applies without one.
+    pub runtime_estimate: Option<u64>,
 }
 
 /// Why a TrainJob cannot be queued, naming the field at fault.
@@ -141,6 +144,17 @@ pub fn gang_intent(
             ));
         }
     };
+    let runtime_estimate = match job.metadata.annotations.get(RUNTIME_ESTIMATE_ANNOTATION) {
+        None => None,
+        Some(text) => Some(trainyard_policies::parse_duration(text).filter(|&s| s > 0).ok_or_else(|| {
+            Problem::new(
+                "InvalidSpec",
+                format!("metadata.annotations[\"{RUNTIME_ESTIMATE_ANNOTATION}\"]"),
+                format!("{text:?} is not a duration such as 90m, 4h or 1h30m"),
+                false,
+            )
+        })?),
+    };
     let slurm = ctx.slurm_queues.get(&queue).cloned();
     if let Some(target) = &slurm {
         if !ctx.slurm_configured {
@@ -155,7 +169,7 @@ pub fn gang_intent(
     }
     // A Slurm gang always gets its hosts as a node list.
     let domain_mode = domain_mode && slurm.is_none();
-    Ok(GangIntent { queue, priority, shape, kind, domain_mode, slurm, hosts })
+    Ok(GangIntent { queue, priority, shape, kind, domain_mode, slurm, hosts, runtime_estimate })
 }
 
 /// The field a render error names, for the condition.

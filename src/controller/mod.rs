@@ -6,6 +6,7 @@
 
 pub mod act;
 pub mod admission;
+pub mod api_events;
 pub mod caches;
 pub mod conditions;
 pub mod facts;
@@ -21,6 +22,7 @@ pub mod metrics;
 pub mod plan;
 pub mod pod_sets;
 pub mod pods;
+pub mod queries;
 pub mod queue_status;
 pub mod run;
 pub mod scheduler;

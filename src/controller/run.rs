@@ -68,6 +68,21 @@ pub struct Settings {
     pub devices: super::plan::DeviceCommit,
     /// Seconds an admitted gang may take for all its pods to be bound (`None`: no limit).
     pub start_timeout: Option<u64>,
+    /// The researcher API, when it is served.
+    pub api: Option<ApiServing>,
+}
+
+/// Where and how the researcher API (`trainyard.v1`) is served.
+#[derive(Clone, Debug)]
+pub struct ApiServing {
+    /// Listen address.
+    pub bind: SocketAddr,
+    /// TLS certificate chain, PEM.
+    pub tls_cert: std::path::PathBuf,
+    /// Its private key, PEM.
+    pub tls_key: std::path::PathBuf,
+    /// Each caller's rate limit.
+    pub per_caller: crate::grpc::rate::Limit,
 }
 
 /// Why a reconcile failed; it is retried with exponential backoff.
@@ -115,6 +130,8 @@ pub struct Ctx {
     lws: Option<Store<DynamicObject>>,
     pods: Store<Pod>,
     configmaps: Store<ConfigMap>,
+    /// Watch events of the researcher API, to every open stream.
+    pub(crate) api_events: tokio::sync::broadcast::Sender<crate::grpc::v1::Event>,
 }
 
 impl Ctx {
@@ -165,6 +182,16 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
             stop.notify_one();
         }
     });
+
+    // The API is served from the start: a standby answers UNAVAILABLE until it leads and its
+    // engine is built, so clients retry until they reach the leader.
+    let (api_events, _) = tokio::sync::broadcast::channel(API_EVENTS_KEPT);
+    let (serving_tx, serving) = tokio::sync::watch::channel(false);
+    let (queries_tx, queries) = mpsc::channel(API_QUESTIONS_WAITING);
+    if let Some(api) = settings.api.clone() {
+        let backend = crate::grpc::service::Backend { queries: queries_tx, events: api_events.clone(), serving };
+        serve_api(client.clone(), api, backend, &settings.identity, stop.clone()).await?;
+    }
 
     if let Some(lock) = settings.lease.clone() {
         tokio::select! {
@@ -239,11 +266,18 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         lws,
         pods,
         configmaps,
+        api_events,
     });
     // Unbounded: a trigger must never be dropped, and the Controller keeps one per TrainJob.
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
     let started = Arc::new(Notify::new());
-    tokio::spawn(super::scheduling::run(ctx.clone(), rx, trigger_tx.clone(), runtimes_changed, started.clone(), dra));
+    let queries = ctx.settings.api.is_some().then_some(queries);
+    tokio::spawn(super::scheduling::run(
+        ctx.clone(),
+        rx,
+        super::scheduling::Links { trigger: trigger_tx.clone(), runtimes_changed, started: started.clone(), queries },
+        dra,
+    ));
     if let Some(link) = ctx.settings.slurm.clone() {
         tokio::spawn(super::slurm_run::poll(link, trigger_tx.clone(), metrics.clone()));
     }
@@ -285,6 +319,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         );
     }
     health.ready.store(true, Ordering::Relaxed);
+    let _ = serving_tx.send(true);
     controller
         .run(reconcile, error_policy, ctx.clone())
         .for_each(|r| async move {
@@ -293,9 +328,53 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
             }
         })
         .await;
+    // Open Watch streams end now, so their clients reconnect to the next leader at once.
+    let _ = serving_tx.send(false);
     if let Some(lock) = &ctx.settings.lease {
         super::leader::release(client, lock).await;
     }
+    Ok(())
+}
+
+/// Watch events kept for a stream that is slow to read; one further behind is ended and
+/// reconnects (reading the state again).
+const API_EVENTS_KEPT: usize = 4096;
+/// Questions waiting for the scheduling task before callers are told to retry.
+const API_QUESTIONS_WAITING: usize = 256;
+
+/// Starts the researcher API on its port: TLS from the mounted files, reviews through the
+/// controller's client, Submit and Cancel with each caller's own token.
+async fn serve_api(
+    client: Client,
+    api: ApiServing,
+    backend: crate::grpc::service::Backend,
+    identity: &str,
+    stop: Arc<Notify>,
+) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let tls = crate::grpc::server::tls_from_files(&api.tls_cert, &api.tls_key)?;
+    let base = kube::Config::infer().await.context("the Kubernetes client configuration, for API callers")?;
+    let client_for: crate::grpc::service::ClientFor = Arc::new(move |token: &str| {
+        let mut config = base.clone();
+        config.auth_info = kube::config::AuthInfo { token: Some(token.to_string().into()), ..Default::default() };
+        Client::try_from(config).map_err(|e| e.to_string())
+    });
+    let auth = Arc::new(crate::grpc::auth::Authorizer::new(client));
+    let settings = crate::grpc::service::ApiSettings {
+        leader: identity.to_string(),
+        per_caller: api.per_caller,
+        ..Default::default()
+    };
+    let service = crate::grpc::service::TrainyardApi::new(backend, auth, client_for, settings);
+    let listener =
+        tokio::net::TcpListener::bind(api.bind).await.with_context(|| format!("binding the API to {}", api.bind))?;
+    tracing::info!(bind = %api.bind, "researcher API (trainyard.v1, TLS)");
+    tokio::spawn(async move {
+        let stopped = async move { stop.notified().await };
+        if let Err(e) = crate::grpc::server::serve(listener, service, Some(tls), stopped).await {
+            tracing::error!(error = format!("{e:#}"), "API server");
+        }
+    });
     Ok(())
 }
 

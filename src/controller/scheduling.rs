@@ -3,7 +3,7 @@
 //! milliseconds), with the tick as a safety net. It never waits on the API server: decisions go
 //! to the reconcilers through a channel, Queue status to the status writer.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,15 +13,19 @@ use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use tokio::sync::{Notify, mpsc};
 
+use super::api_events::events_of;
 use super::live::{Change, Changed, Initial, Live, LiveSettings, Note};
 use super::metrics::{PendingLabel, QueueLabel};
+use super::queries::{Asked, answer};
 use super::queue_status::queue_statuses;
 use super::run::Ctx;
+use super::scheduler::JobState;
 use super::scheduler::{CycleStats, Decision};
 use super::slurm_run::SlurmLoop;
 use super::slurm_side::slurm_cycle;
 use super::status_writer::Target;
 use crate::api::{Queue, TrainJob};
+use trainyard_policies::RuntimeHistory;
 
 /// How long a burst of events is gathered before the cycle runs.
 const COALESCE: Duration = Duration::from_millis(5);
@@ -35,16 +39,30 @@ fn now_s() -> u64 {
     u64::try_from(Timestamp::now().as_second()).unwrap_or(0)
 }
 
-/// Runs the loop until the event channel closes. `started` is woken after the engine is built,
-/// every recorded admission adopted and the first cycle run: only then may anything write status.
-pub async fn run(
-    ctx: Arc<Ctx>,
-    mut rx: mpsc::Receiver<Change>,
-    trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
-    runtimes_changed: Arc<Notify>,
-    started: Arc<Notify>,
-    dra: bool,
-) {
+/// What the loop is wired to besides the watch events.
+pub struct Links {
+    /// Reconciles to run.
+    pub trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
+    /// Woken when a training runtime changed.
+    pub runtimes_changed: Arc<Notify>,
+    /// Woken after the engine is built, every recorded admission adopted and the first cycle
+    /// run: only then may anything write status.
+    pub started: Arc<Notify>,
+    /// Questions of the researcher API, when it is served.
+    pub queries: Option<mpsc::Receiver<Asked>>,
+}
+
+/// The next question, or never when the API is not served.
+async fn next_question(queries: &mut Option<mpsc::Receiver<Asked>>) -> Option<Asked> {
+    match queries {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the loop until the event channel closes.
+pub async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Change>, links: Links, dra: bool) {
+    let Links { trigger, runtimes_changed, started, mut queries } = links;
     let mut initial = Initial::default();
     initial.expect_dra = dra;
     ctx.runtimes.wait_until_ready().await.ok();
@@ -76,8 +94,15 @@ pub async fn run(
     };
     ctx.metrics.engine_builds.inc_by(live.engine_builds());
     report(&ctx, &notes);
-    let mut task =
-        Task { ctx: ctx.clone(), trigger, slurm: SlurmLoop::default(), queue_status_at: None, gauges_at: None };
+    let mut task = Task {
+        ctx: ctx.clone(),
+        trigger,
+        slurm: SlurmLoop::default(),
+        queue_status_at: None,
+        gauges_at: None,
+        history: RuntimeHistory::default(),
+        admitted_at: HashMap::new(),
+    };
     task.cycle(&mut live);
     started.notify_one();
     tracing::info!("engine built, recorded admissions adopted, first cycle done");
@@ -126,6 +151,12 @@ pub async fn run(
                 notes.extend(live.apply(Change::Runtimes(index), now_s()));
             }
             _ = tick.tick() => {}
+            Some(asked) = next_question(&mut queries) => {
+                // A question changes nothing: answered from the last cycle, no cycle follows.
+                let answer = answer(&live, &asked.query, &task.history, now_s());
+                let _ = asked.reply.send(answer);
+                continue;
+            }
         }
         notes.extend(live.sync_devices(now_s()));
         report(&ctx, &notes);
@@ -156,6 +187,10 @@ struct Task {
     queue_status_at: Option<Instant>,
     /// When the gauges that walk every TrainJob were last set.
     gauges_at: Option<Instant>,
+    /// Runtimes of the gangs that ended, per queue, for start-time estimates.
+    history: RuntimeHistory,
+    /// Queue and admission time of each admitted TrainJob, by `namespace/name`, until it ends.
+    admitted_at: HashMap<String, (String, u64)>,
 }
 
 impl Task {
@@ -201,7 +236,7 @@ impl Task {
     }
 
     /// Hands the changed decisions to the reconcilers, and the inputs they render with.
-    fn publish(&self, live: &mut Live, changed: Changed) {
+    fn publish(&mut self, live: &mut Live, changed: Changed) {
         {
             let mut inputs = self.ctx.inputs.lock().expect("lock");
             let (policy, _) = live.policy();
@@ -212,6 +247,12 @@ impl Task {
             let slurm = live.slurm_queues();
             if *inputs.slurm_queues != slurm {
                 inputs.slurm_queues = Arc::new(slurm);
+            }
+        }
+        self.learn_runtimes(live, &changed);
+        if self.ctx.api_events.receiver_count() > 0 && !changed.is_empty() {
+            for event in events_of(live, &changed, &self.ctx.settings.identity, now_s()) {
+                let _ = self.ctx.api_events.send(event);
             }
         }
         let arrivals = live.take_new_arrivals();
@@ -234,6 +275,34 @@ impl Task {
         for key in changed.keys() {
             let (ns, name) = key.split_once('/').unwrap_or(("", key));
             let _ = self.trigger.send(ObjectRef::new(name).within(ns));
+        }
+    }
+
+    /// Notes when each TrainJob was admitted, and how long it ran once it ends (preempted and
+    /// moved gangs end early, so their runtimes are not learned).
+    fn learn_runtimes(&mut self, live: &Live, changed: &Changed) {
+        for (key, decision) in changed {
+            match decision {
+                Some(Decision::Admit(_) | Decision::Running) => {
+                    let Some(entry) = live.entry(key) else { continue };
+                    let at = match (decision, &entry.state) {
+                        (Some(Decision::Admit(record)), _) | (_, JobState::Admitted(_, record)) => record.at,
+                        _ => continue,
+                    };
+                    if let JobState::Waiting(intent) | JobState::Admitted(intent, _) = &entry.state {
+                        self.admitted_at.entry(key.clone()).or_insert_with(|| (intent.queue.clone(), at));
+                    }
+                }
+                Some(Decision::Preempt { .. } | Decision::Requeue { .. } | Decision::Move(_)) => {
+                    self.admitted_at.remove(key);
+                }
+                None => {
+                    if let Some((queue, at)) = self.admitted_at.remove(key) {
+                        self.history.record(&queue, now_s().saturating_sub(at));
+                    }
+                }
+                Some(_) => {}
+            }
         }
     }
 

@@ -542,6 +542,11 @@ impl Live {
         self.jobs.slurm_entries()
     }
 
+    /// One TrainJob's entry, by `namespace/name`.
+    pub fn entry(&self, key: &str) -> Option<&JobEntry> {
+        self.jobs.uid_of(key).and_then(|uid| self.jobs.entry(uid))
+    }
+
     /// Every entry, for Queue status.
     pub fn entries(&self) -> impl Iterator<Item = &JobEntry> + '_ {
         self.jobs.entries()

@@ -180,6 +180,16 @@ impl SchedulingLoop {
         self.table.get(uid).and_then(|t| t.decision.as_ref())
     }
 
+    /// The engine's gang of a TrainJob, by uid, while it waits or runs there.
+    pub fn gang_of(&self, uid: &str) -> Option<GangId> {
+        self.table.get(uid).and_then(|t| t.gang.id())
+    }
+
+    /// The `namespace/name` of the TrainJob an engine gang stands for.
+    pub fn key_of_gang(&self, id: GangId) -> Option<&str> {
+        self.by_id.get(&id).and_then(|uid| self.table.get(uid)).map(|t| t.key.as_str())
+    }
+
     /// Whether a TrainJob's gang is held out of the engine until the TrainJob shows it stopped.
     pub fn is_stopping(&self, uid: &str) -> bool {
         self.stopping.contains(uid)

@@ -43,7 +43,7 @@ pub(super) struct Tracked {
 }
 
 impl Gang {
-    fn id(&self) -> Option<GangId> {
+    pub(super) fn id(&self) -> Option<GangId> {
         match self {
             Gang::Pending { id, .. } | Gang::Running { id, .. } => Some(*id),
             Gang::None | Gang::Stopping { .. } | Gang::Rejected { .. } | Gang::Unplaced => None,
@@ -198,7 +198,7 @@ impl SchedulingLoop {
             } else {
                 intent.shape.clone()
             },
-            runtime_estimate: None,
+            runtime_estimate: intent.runtime_estimate,
             hosts: intent.hosts.clone(),
             order: row.order,
         }

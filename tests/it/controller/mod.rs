@@ -1,5 +1,8 @@
 //! The Kubernetes controller: lifecycle plans by value, crash safety, and exact API requests.
 
+mod api;
+mod api_cli;
+mod api_world;
 mod cluster;
 mod common;
 mod dra;

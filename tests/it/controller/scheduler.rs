@@ -20,6 +20,7 @@ fn intent(pods: u32, topology: TopologyRequest, domain_mode: bool) -> GangIntent
         domain_mode,
         slurm: None,
         hosts: Default::default(),
+        runtime_estimate: None,
     }
 }
 

@@ -409,6 +409,7 @@ fn intent_on(queue: &str, pods: u32, gpus: u64, slurm: bool) -> GangIntent {
         domain_mode: false,
         slurm: slurm.then(target),
         hosts: Default::default(),
+        runtime_estimate: None,
     }
 }
 

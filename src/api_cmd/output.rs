@@ -1,0 +1,368 @@
+//! How the API commands print what the server answered: `table` and `wide` for people (kubectl's
+//! layout: upper-case headers, columns padded to their widest cell), `json` and `yaml` for
+//! scripts, with the same field names in both and enum values as short lower-case words.
+
+use clap::ValueEnum;
+use serde::Serialize;
+
+use trainyard::grpc::v1;
+
+/// An output format, as `-o` takes it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    /// Aligned columns.
+    #[default]
+    Table,
+    /// More columns.
+    Wide,
+    /// JSON (one object per event for `watch`).
+    Json,
+    /// YAML (one document per event for `watch`).
+    Yaml,
+}
+
+/// Columns padded to their widest cell, separated by three spaces, trailing spaces trimmed.
+pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<String>, out: &mut String| {
+        let mut text = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            text.push_str(cell);
+            if i + 1 < cells.len() {
+                text.push_str(&" ".repeat(widths[i] - cell.chars().count() + 3));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(header.iter().map(|h| h.to_string()).collect(), &mut out);
+    for row in rows {
+        line(row.clone(), &mut out);
+    }
+    out
+}
+
+/// `value` as JSON (pretty, with a final newline) or YAML.
+pub fn structured<T: Serialize>(value: &T, output: Output) -> anyhow::Result<String> {
+    Ok(match output {
+        Output::Yaml => serde_saphyr::to_string(value)?,
+        _ => serde_json::to_string_pretty(value)? + "\n",
+    })
+}
+
+/// A time as UTC RFC 3339, or `-` for 0 (not known).
+pub fn time(seconds: u64) -> String {
+    if seconds == 0 {
+        return "-".into();
+    }
+    i64::try_from(seconds)
+        .ok()
+        .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_else(|| seconds.to_string())
+}
+
+/// A time for the structured formats: RFC 3339, or null for 0 (not known).
+fn time_value(seconds: u64) -> serde_json::Value {
+    if seconds == 0 { serde_json::Value::Null } else { serde_json::Value::String(time(seconds)) }
+}
+
+/// A list as the structured formats print it, fields in their declared order.
+#[derive(Serialize)]
+struct Items<T: Serialize> {
+    items: Vec<T>,
+}
+
+/// A span of seconds as `1d2h`, `3h4m`, `5m6s` or `7s`.
+pub fn span(seconds: u64) -> String {
+    let (d, h, m, s) = (seconds / 86_400, seconds / 3600 % 24, seconds / 60 % 60, seconds % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+/// An enum value's proto name without its prefix, in lower case: `JOB_STATE_PENDING` -> `pending`.
+fn short(name: &str, prefix: &str) -> String {
+    name.strip_prefix(prefix).unwrap_or(name).to_ascii_lowercase()
+}
+
+/// A TrainJob as the structured formats print it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JobOut<'a> {
+    namespace: &'a str,
+    name: &'a str,
+    uid: &'a str,
+    queue: &'a str,
+    priority: i32,
+    state: String,
+    reason: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    message: &'a str,
+    pods: u32,
+    gpus: u64,
+    created: serde_json::Value,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    domain: &'a str,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    nodes: &'a [String],
+}
+
+/// The structured view of a job.
+pub fn job_out(job: &v1::Job) -> JobOut<'_> {
+    JobOut {
+        namespace: &job.namespace,
+        name: &job.name,
+        uid: &job.uid,
+        queue: &job.queue,
+        priority: job.priority,
+        state: short(job.state().as_str_name(), "JOB_STATE_"),
+        reason: &job.reason,
+        message: &job.message,
+        pods: job.pods,
+        gpus: job.gpus,
+        created: time_value(job.created),
+        domain: &job.domain,
+        nodes: &job.nodes,
+    }
+}
+
+/// TrainJobs, one row each; `namespaces` adds the namespace column (all namespaces listed).
+pub fn jobs(list: &[v1::Job], output: Output, namespaces: bool) -> anyhow::Result<String> {
+    if matches!(output, Output::Json | Output::Yaml) {
+        return structured(&Items { items: list.iter().map(job_out).collect() }, output);
+    }
+    let wide = output == Output::Wide;
+    let mut header = vec!["NAME", "QUEUE", "STATE", "REASON", "PODS", "GPUS", "CREATED"];
+    if wide {
+        header.extend(["PRIORITY", "NODES", "DOMAIN", "MESSAGE"]);
+    }
+    if namespaces {
+        header.insert(0, "NAMESPACE");
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|j| {
+            let mut row = vec![
+                j.name.clone(),
+                j.queue.clone(),
+                short(j.state().as_str_name(), "JOB_STATE_"),
+                j.reason.clone(),
+                j.pods.to_string(),
+                j.gpus.to_string(),
+                time(j.created),
+            ];
+            if wide {
+                let nodes = if j.nodes.is_empty() { "-".to_string() } else { j.nodes.join(",") };
+                let domain = if j.domain.is_empty() { "-".to_string() } else { j.domain.clone() };
+                row.extend([j.priority.to_string(), nodes, domain, j.message.clone()]);
+            }
+            if namespaces {
+                row.insert(0, j.namespace.clone());
+            }
+            row
+        })
+        .collect();
+    Ok(table(&header, &rows))
+}
+
+/// One TrainJob.
+pub fn job(job: &v1::Job, output: Output) -> anyhow::Result<String> {
+    match output {
+        Output::Json | Output::Yaml => structured(&job_out(job), output),
+        _ => jobs(std::slice::from_ref(job), output, false),
+    }
+}
+
+fn refs(list: &[v1::JobRef]) -> String {
+    list.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>().join(",")
+}
+
+/// Why a TrainJob waits.
+pub fn explanation(e: &v1::Explanation, output: Output) -> anyhow::Result<String> {
+    let job = e.job.clone().unwrap_or_default();
+    if matches!(output, Output::Json | Output::Yaml) {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            job: JobOut<'a>,
+            counterfactuals: Vec<serde_json::Value>,
+        }
+        let counterfactuals = e
+            .counterfactuals
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "kind": c.kind, "text": c.text, "at": time_value(c.at),
+                    "jobs": c.jobs.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>(),
+                    "where": c.r#where, "short": c.short,
+                })
+            })
+            .collect();
+        return structured(&Out { job: job_out(&job), counterfactuals }, output);
+    }
+    let mut out = format!(
+        "{}/{} is {} ({}): {}\n",
+        job.namespace,
+        job.name,
+        short(job.state().as_str_name(), "JOB_STATE_"),
+        job.reason,
+        if job.message.is_empty() { "-" } else { &job.message }
+    );
+    if e.counterfactuals.is_empty() {
+        out.push_str("nothing known would change it\n");
+        return Ok(out);
+    }
+    let wide = output == Output::Wide;
+    let mut header = vec!["WOULD START IF", "DETAIL"];
+    if wide {
+        header.extend(["AT", "JOBS"]);
+    }
+    let rows: Vec<Vec<String>> = e
+        .counterfactuals
+        .iter()
+        .map(|c| {
+            let mut row = vec![c.kind.replace('_', " "), c.text.clone()];
+            if wide {
+                row.extend([time(c.at), if c.jobs.is_empty() { "-".into() } else { refs(&c.jobs) }]);
+            }
+            row
+        })
+        .collect();
+    out.push_str(&table(&header, &rows));
+    Ok(out)
+}
+
+/// When a TrainJob starts.
+pub fn eta(e: &v1::EtaResponse, output: Output) -> anyhow::Result<String> {
+    let job = e.job.clone().unwrap_or_default();
+    let kind = short(e.kind().as_str_name(), "KIND_");
+    if matches!(output, Output::Json | Output::Yaml) {
+        let value = serde_json::json!({
+            "job": job_out(&job), "answer": kind, "earliest": time_value(e.earliest), "likely": time_value(e.likely),
+            "started": time_value(e.started), "reason": e.reason, "waitsFor": e.waits_for.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>(),
+            "waitsForTotal": e.waits_for_total, "asked": time_value(e.now),
+        });
+        return structured(&value, output);
+    }
+    let wide = output == Output::Wide;
+    let mut header = vec!["NAME", "ANSWER", "EARLIEST", "LIKELY", "IN"];
+    if wide {
+        header.extend(["WAITS FOR", "REASON"]);
+    }
+    let (earliest, likely, within) = match e.kind() {
+        v1::eta_response::Kind::Estimate => (time(e.earliest), time(e.likely), span(e.likely.saturating_sub(e.now))),
+        v1::eta_response::Kind::Running => (time(e.started), time(e.started), "running".into()),
+        v1::eta_response::Kind::Stalled => (time(e.earliest), "-".into(), "-".into()),
+        _ => ("-".into(), "-".into(), "-".into()),
+    };
+    let mut row = vec![format!("{}/{}", job.namespace, job.name), kind, earliest, likely, within];
+    if wide {
+        let shown = refs(&e.waits_for);
+        let more = (e.waits_for_total as usize).saturating_sub(e.waits_for.len());
+        let waits = match (shown.is_empty(), more) {
+            (true, _) => "-".to_string(),
+            (false, 0) => shown,
+            (false, n) => format!("{shown} (+{n})"),
+        };
+        row.extend([waits, if e.reason.is_empty() { "-".into() } else { e.reason.clone() }]);
+    }
+    let mut out = table(&header, &[row]);
+    if !wide && !e.reason.is_empty() {
+        out.push_str(&format!("{}\n", e.reason));
+    }
+    Ok(out)
+}
+
+/// The queues.
+pub fn queues(list: &[v1::Queue], output: Output) -> anyhow::Result<String> {
+    if matches!(output, Output::Json | Output::Yaml) {
+        let items: Vec<serde_json::Value> = list
+            .iter()
+            .map(|q| {
+                serde_json::json!({
+                    "name": q.name, "parent": q.parent,
+                    "nominalGpus": if q.has_nominal { serde_json::json!(q.nominal_gpus) } else { serde_json::Value::Null },
+                    "usedGpus": q.used_gpus, "borrowedGpus": q.borrowed_gpus,
+                    "admitted": q.admitted, "pending": q.pending, "pendingByReason": q.pending_by_reason,
+                })
+            })
+            .collect();
+        return structured(&Items { items }, output);
+    }
+    let wide = output == Output::Wide;
+    let mut header = vec!["NAME", "PARENT", "NOMINAL GPUS", "USED", "BORROWED", "ADMITTED", "PENDING"];
+    if wide {
+        header.push("PENDING BY REASON");
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|q| {
+            let mut row = vec![
+                q.name.clone(),
+                if q.parent.is_empty() { "-".into() } else { q.parent.clone() },
+                if q.has_nominal { q.nominal_gpus.to_string() } else { "unlimited".into() },
+                q.used_gpus.to_string(),
+                q.borrowed_gpus.to_string(),
+                q.admitted.to_string(),
+                q.pending.to_string(),
+            ];
+            if wide {
+                let mut reasons: Vec<(&String, &u32)> = q.pending_by_reason.iter().collect();
+                reasons.sort();
+                let text: Vec<String> = reasons.iter().map(|(r, n)| format!("{r}={n}")).collect();
+                row.push(if text.is_empty() { "-".into() } else { text.join(",") });
+            }
+            row
+        })
+        .collect();
+    Ok(table(&header, &rows))
+}
+
+/// One Watch event: a table row (the header printed once by the caller), or a document.
+pub fn event(e: &v1::Event, output: Output) -> anyhow::Result<String> {
+    let job = e.job.clone().unwrap_or_default();
+    let kind = short(e.kind().as_str_name(), "KIND_");
+    match output {
+        Output::Json => Ok(serde_json::to_string(&serde_json::json!({
+            "sequence": e.sequence, "kind": kind, "leader": e.leader, "at": time_value(e.at), "job": job_out(&job),
+        }))? + "\n"),
+        Output::Yaml => Ok(format!(
+            "---\n{}",
+            structured(
+                &serde_json::json!({"sequence": e.sequence, "kind": kind, "leader": e.leader, "at": time_value(e.at), "job": job_out(&job)}),
+                Output::Yaml
+            )?
+        )),
+        Output::Table | Output::Wide => {
+            let mut row = vec![
+                e.sequence.to_string(),
+                kind,
+                format!("{}/{}", job.namespace, job.name),
+                short(job.state().as_str_name(), "JOB_STATE_"),
+                job.reason.clone(),
+            ];
+            if output == Output::Wide {
+                row.extend([e.leader.clone(), time(e.at), job.message.clone()]);
+            }
+            Ok(row.join("\t").trim_end().to_string() + "\n")
+        }
+    }
+}
+
+/// The header of `watch`'s table.
+pub fn event_header(output: Output) -> Option<String> {
+    match output {
+        Output::Table => Some("SEQ\tEVENT\tTRAINJOB\tSTATE\tREASON\n".into()),
+        Output::Wide => Some("SEQ\tEVENT\tTRAINJOB\tSTATE\tREASON\tLEADER\tAT\tMESSAGE\n".into()),
+        _ => None,
+    }
+}

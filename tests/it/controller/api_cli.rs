@@ -1,0 +1,147 @@
+//! The researcher commands, run as the built binary against an in-process API server over TLS:
+//! every command in every output format against one golden file, the kubeconfig as the
+//! source of endpoint, token and namespace, and refusals as one error line.
+
+use super::api_world::*;
+use crate::{TempDir, trainyard};
+use trainyard::grpc::rate::Limit;
+
+/// The flags that point a command at `addr` as alice in namespace `team`.
+fn flags(addr: std::net::SocketAddr, dir: &TempDir, token: &str) -> Vec<String> {
+    let ca = dir.write("ca.pem", &world_certificates().0);
+    ["--server", &format!("https://localhost:{}", addr.port()), "--ca-file", &ca, "--token", token, "-n", "team"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// Runs the binary off the test's runtime, so the server keeps answering.
+async fn run(args: Vec<String>) -> crate::Run {
+    tokio::task::spawn_blocking(move || trainyard(&args)).await.unwrap()
+}
+
+const COMMANDS: &[&[&str]] = &[
+    &["get", "next"],
+    &["list"],
+    &["list", "--state", "pending"],
+    &["explain", "next"],
+    &["eta", "next"],
+    &["eta", "huge"],
+    &["queues"],
+    &["watch", "--count", "3"],
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_command_in_every_format_prints_what_the_golden_file_says() {
+    let replica = Replica::start("leader-a", harness(), Limit { per_second: 1000.0, burst: 1000 }, true).await;
+    let dir = TempDir::create();
+    let flags = flags(replica.addr, &dir, "alice-token");
+    let mut transcript = String::new();
+    let mut commands: Vec<Vec<String>> = Vec::new();
+    for command in COMMANDS {
+        for format in ["table", "wide", "json", "yaml"] {
+            let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
+            args.extend(["-o".to_string(), format.to_string()]);
+            commands.push(args);
+        }
+    }
+    commands.push(vec![
+        "submit".into(),
+        "--name".into(),
+        "llama".into(),
+        "--queue".into(),
+        "team".into(),
+        "--runtime".into(),
+        "gpu".into(),
+        "--nodes".into(),
+        "2".into(),
+        "--gpus-per-node".into(),
+        "8".into(),
+        "--runtime-estimate".into(),
+        "2h".into(),
+        "--".into(),
+        "torchrun".into(),
+        "train.py".into(),
+    ]);
+    commands.push(vec![
+        "submit".into(),
+        "--name".into(),
+        "llama".into(),
+        "--queue".into(),
+        "team".into(),
+        "--runtime".into(),
+        "gpu".into(),
+        "--nodes".into(),
+        "2".into(),
+        "--dry-run".into(),
+        "-o".into(),
+        "yaml".into(),
+    ]);
+    commands.push(vec!["cancel".into(), "next".into()]);
+    commands.push(vec!["cancel".into(), "next".into(), "--dry-run".into(), "-o".into(), "json".into()]);
+    for args in commands {
+        // The connection flags go before any `--` that ends them.
+        let mut full = vec![args[0].clone()];
+        full.extend(flags.iter().cloned());
+        full.extend(args[1..].iter().cloned());
+        let out = run(full).await;
+        out.assert_success();
+        transcript.push_str(&format!("$ trainyard {}\n{}\n", args.join(" "), out.stdout));
+    }
+    let golden = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/cli/api.txt");
+    if std::env::var_os("TRAINYARD_BLESS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &transcript).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden).unwrap_or_default();
+    assert!(transcript == want, "stale {}; rerun with TRAINYARD_BLESS=1 after review:\n{transcript}", golden.display());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kubeconfig_gives_endpoint_token_and_namespace() {
+    let replica = Replica::start("leader-a", harness(), Limit { per_second: 1000.0, burst: 1000 }, true).await;
+    let dir = TempDir::create();
+    let ca = dir.write("ca.pem", &world_certificates().0);
+    let token = dir.write("token", "alice-token\n");
+    let kubeconfig = dir.write(
+        "kubeconfig",
+        &format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: lab\nclusters:\n- name: lab\n  cluster: {{server: \"https://kube.invalid:6443\"}}\nusers:\n- name: alice\n  user: {{tokenFile: {token}}}\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: alice\n    namespace: team\n    extensions:\n    - name: trainyard\n      extension: {{server: \"https://localhost:{}\", certificate-authority: {ca}}}\n",
+            replica.addr.port()
+        ),
+    );
+    let out =
+        run(vec!["get".into(), "next".into(), "--kubeconfig".into(), kubeconfig.clone(), "-o".into(), "json".into()])
+            .await;
+    out.assert_success();
+    let job: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(
+        (job["namespace"].as_str(), job["name"].as_str(), job["state"].as_str()),
+        (Some("team"), Some("next"), Some("pending"))
+    );
+
+    // A context that does not exist, and a server that is not https, are named.
+    run(vec!["get".into(), "next".into(), "--kubeconfig".into(), kubeconfig, "--context".into(), "nope".into()])
+        .await
+        .assert_error(&["the kubeconfig has no context \"nope\""]);
+    let mut plain = flags(replica.addr, &dir, "alice-token");
+    plain[1] = format!("http://localhost:{}", replica.addr.port());
+    let mut args = vec!["queues".to_string()];
+    args.extend(plain);
+    run(args).await.assert_error(&["served over TLS only"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_is_one_error_line_with_its_code() {
+    let replica = Replica::start("leader-a", harness(), Limit { per_second: 1000.0, burst: 1000 }, true).await;
+    let dir = TempDir::create();
+    let mut args = vec!["cancel".to_string(), "next".to_string()];
+    args.extend(flags(replica.addr, &dir, "bob-token"));
+    run(args).await.assert_error(&["PermissionDenied: user \"bob\" cannot delete trainjobs"]);
+    let mut args = vec!["get".to_string(), "next".to_string()];
+    args.extend(flags(replica.addr, &dir, "stolen-token"));
+    run(args).await.assert_error(&["Unauthenticated: the token was not accepted by the cluster"]);
+    let mut args = vec!["submit".to_string()];
+    args.extend(flags(replica.addr, &dir, "alice-token"));
+    run(args).await.assert_error(&["submit needs -f FILE"]);
+}
