@@ -22,7 +22,8 @@
 //!   a refusal around the reservation that follows from another request's is not searched,
 //!   and a failure outlives ends that free no room for it (`what_if.rs`). Every such inference
 //!   gives the decision a search would; only the reasons differ, so a run that stalls runs one
-//!   more cycle with every search made to say why the gang waits;
+//!   more cycle with every search made to say why the gang waits. Its cycles check whether
+//!   anything left can start only when the reservation is made, not after every failure;
 //! - who was pending ahead or running when asked is read off the engine asked, not kept in
 //!   sets as long as the line.
 //!

@@ -135,6 +135,7 @@ impl Engine {
             self.keep_placement(&candidate.request, placement);
             self.set_status(id, reason, None);
             let newly_refused = walk.reservation.as_ref().is_some_and(|r| r.refused.len() > refused_before);
+            // A what-if copy checks only when the reservation is made (see `placement_failed`).
             if newly_refused && !self.decisions_only && self.nothing_left_starts(walk, now) {
                 return Ok(self.stop_nothing_starts(walk));
             }
@@ -267,6 +268,9 @@ impl Engine {
             self.blanket = Some(Blanket::QueuedBehind(id));
             return Ok(Step::Stop);
         }
+        // The check after every new failure ends a cycle as early as possible; a what-if copy
+        // checks only when the reservation is made: most of its checks found something still
+        // open, and the walk passes over settled gangs anyway, to the same decisions.
         if ((!was_known && !self.decisions_only) || reserved_at.is_some()) && self.nothing_left_starts(walk, now) {
             return Ok(self.stop_nothing_starts(walk));
         }
