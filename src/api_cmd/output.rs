@@ -58,14 +58,7 @@ pub fn structured<T: Serialize>(value: &T, output: Output) -> anyhow::Result<Str
 
 /// A time as UTC RFC 3339, or `-` for 0 (not known).
 pub fn time(seconds: u64) -> String {
-    if seconds == 0 {
-        return "-".into();
-    }
-    i64::try_from(seconds)
-        .ok()
-        .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok())
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| seconds.to_string())
+    if seconds == 0 { "-".into() } else { trainyard::grpc::utc(seconds) }
 }
 
 /// A time for the structured formats: RFC 3339, or null for 0 (not known).
@@ -184,7 +177,7 @@ pub fn job(job: &v1::Job, output: Output) -> anyhow::Result<String> {
 }
 
 fn refs(list: &[v1::JobRef]) -> String {
-    list.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>().join(",")
+    list.iter().map(v1::JobRef::to_string).collect::<Vec<_>>().join(",")
 }
 
 /// Why a TrainJob waits.
@@ -202,7 +195,7 @@ pub fn explanation(e: &v1::Explanation, output: Output) -> anyhow::Result<String
             .map(|c| {
                 serde_json::json!({
                     "kind": c.kind, "text": c.text, "at": time_value(c.at),
-                    "jobs": c.jobs.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>(),
+                    "jobs": c.jobs.iter().map(v1::JobRef::to_string).collect::<Vec<_>>(),
                     "where": c.r#where, "short": c.short,
                 })
             })
@@ -248,7 +241,7 @@ pub fn eta(e: &v1::EtaResponse, output: Output) -> anyhow::Result<String> {
     if matches!(output, Output::Json | Output::Yaml) {
         let value = serde_json::json!({
             "job": job_out(&job), "answer": kind, "earliest": time_value(e.earliest), "likely": time_value(e.likely),
-            "started": time_value(e.started), "reason": e.reason, "waitsFor": e.waits_for.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>(),
+            "started": time_value(e.started), "reason": e.reason, "waitsFor": e.waits_for.iter().map(v1::JobRef::to_string).collect::<Vec<_>>(),
             "waitsForTotal": e.waits_for_total, "asked": time_value(e.now),
         });
         return structured(&value, output);
@@ -332,16 +325,16 @@ pub fn event(e: &v1::Event, output: Output) -> anyhow::Result<String> {
     let job = e.job.clone().unwrap_or_default();
     let kind = short(e.kind().as_str_name(), "KIND_");
     match output {
-        Output::Json => Ok(serde_json::to_string(&serde_json::json!({
-            "sequence": e.sequence, "kind": kind, "leader": e.leader, "at": time_value(e.at), "job": job_out(&job),
-        }))? + "\n"),
-        Output::Yaml => Ok(format!(
-            "---\n{}",
-            structured(
-                &serde_json::json!({"sequence": e.sequence, "kind": kind, "leader": e.leader, "at": time_value(e.at), "job": job_out(&job)}),
-                Output::Yaml
-            )?
-        )),
+        Output::Json | Output::Yaml => {
+            let document = serde_json::json!({
+                "sequence": e.sequence, "kind": kind, "leader": e.leader, "at": time_value(e.at), "job": job_out(&job),
+            });
+            Ok(match output {
+                // One object per line, so a consumer reads events as they come.
+                Output::Json => serde_json::to_string(&document)? + "\n",
+                _ => format!("---\n{}", structured(&document, Output::Yaml)?),
+            })
+        }
         Output::Table | Output::Wide => {
             let mut row = vec![
                 e.sequence.to_string(),

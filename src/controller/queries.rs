@@ -10,7 +10,7 @@ use trainyard_policies::{Counterfactual, EtaAnswer, GangId, RuntimeHistory};
 use super::admission::AdmissionRecord;
 use super::live::Live;
 use super::scheduler::{Decision, JobEntry, JobState};
-use crate::grpc::v1;
+use crate::grpc::{utc, v1};
 use v1::JobState as S;
 
 /// A question for the scheduling task.
@@ -156,17 +156,8 @@ fn gang_ref(live: &Live, id: GangId) -> v1::JobRef {
     }
 }
 
-/// Seconds since the epoch as UTC RFC 3339.
-fn utc(seconds: u64) -> String {
-    i64::try_from(seconds)
-        .ok()
-        .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok())
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_else(|| format!("t={seconds}s"))
-}
-
 fn names(refs: &[v1::JobRef]) -> String {
-    refs.iter().map(|r| format!("{}/{}", r.namespace, r.name)).collect::<Vec<_>>().join(", ")
+    refs.iter().map(v1::JobRef::to_string).collect::<Vec<_>>().join(", ")
 }
 
 fn explain(live: &Live, entry: &JobEntry) -> v1::Explanation {

@@ -17,6 +17,11 @@ use v1::event::Kind;
 use super::api_world::*;
 use super::cluster::{T0, trainjob};
 
+/// A Submit of `job` in namespace `team`.
+fn submit_in_team(job: v1::submit_request::Job, dry_run: bool) -> v1::SubmitRequest {
+    v1::SubmitRequest { namespace: "team".into(), job: Some(job), dry_run }
+}
+
 fn generous() -> Limit {
     Limit { per_second: 1000.0, burst: 1000 }
 }
@@ -86,25 +91,14 @@ async fn submit_and_cancel_go_to_kubernetes_with_the_callers_own_token() {
         runtime_estimate_seconds: 7200,
         ..Default::default()
     };
-    let submitted = alice
-        .submit(v1::SubmitRequest {
-            namespace: "team".into(),
-            job: Some(v1::submit_request::Job::Gang(gang)),
-            dry_run: false,
-        })
-        .await
-        .expect("submit")
-        .into_inner();
+    let submitted =
+        alice.submit(submit_in_team(v1::submit_request::Job::Gang(gang), false)).await.expect("submit").into_inner();
     let job = submitted.job.expect("the job");
     assert_eq!((job.name.as_str(), job.uid.as_str(), job.queue.as_str()), ("llama", "uid-submitted", "team"));
 
     let manifest = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata:\n  name: bert\n  labels: {trainyard.io/queue: team}\nspec:\n  runtimeRef: {name: gpu}\n  futureField: kept\n";
     alice
-        .submit(v1::SubmitRequest {
-            namespace: "team".into(),
-            job: Some(v1::submit_request::Job::Manifest(manifest.into())),
-            dry_run: true,
-        })
+        .submit(submit_in_team(v1::submit_request::Job::Manifest(manifest.into()), true))
         .await
         .expect("dry-run submit");
     let cancelled = alice.cancel(v1::CancelRequest { job: team("next"), dry_run: false }).await.unwrap().into_inner();
@@ -164,14 +158,7 @@ async fn refused_calls_get_their_code_and_nothing_else() {
     assert!(e.message().contains("cannot delete trainjobs"), "{}", e.message());
     let gang =
         v1::GangSpec { name: "x".into(), queue: "team".into(), runtime: "gpu".into(), nodes: 1, ..Default::default() };
-    let e = bob
-        .submit(v1::SubmitRequest {
-            namespace: "team".into(),
-            job: Some(v1::submit_request::Job::Gang(gang)),
-            dry_run: false,
-        })
-        .await
-        .unwrap_err();
+    let e = bob.submit(submit_in_team(v1::submit_request::Job::Gang(gang), false)).await.unwrap_err();
     assert_eq!(e.code(), Code::PermissionDenied);
     let elsewhere = Some(v1::JobRef { namespace: "other".into(), name: "ghost".into() });
     assert_eq!(bob.get(v1::GetRequest { job: elsewhere }).await.unwrap_err().code(), Code::PermissionDenied);
@@ -193,24 +180,10 @@ async fn refused_calls_get_their_code_and_nothing_else() {
     assert!(e.message().starts_with("job.name:"), "{}", e.message());
     let gang =
         v1::GangSpec { name: "x".into(), queue: "team".into(), runtime: "gpu".into(), nodes: 0, ..Default::default() };
-    let e = alice
-        .submit(v1::SubmitRequest {
-            namespace: "team".into(),
-            job: Some(v1::submit_request::Job::Gang(gang)),
-            dry_run: false,
-        })
-        .await
-        .unwrap_err();
+    let e = alice.submit(submit_in_team(v1::submit_request::Job::Gang(gang), false)).await.unwrap_err();
     assert_eq!((e.code(), e.message()), (Code::InvalidArgument, "gang.nodes: a gang needs at least one node"));
     let other_ns = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: a, namespace: other, labels: {trainyard.io/queue: team}}\nspec: {runtimeRef: {name: gpu}}\n";
-    let e = alice
-        .submit(v1::SubmitRequest {
-            namespace: "team".into(),
-            job: Some(v1::submit_request::Job::Manifest(other_ns.into())),
-            dry_run: false,
-        })
-        .await
-        .unwrap_err();
+    let e = alice.submit(submit_in_team(v1::submit_request::Job::Manifest(other_ns.into()), false)).await.unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("manifest.metadata.namespace:"), "{}", e.message());
     let e = alice.list(v1::ListRequest { state: 42, ..Default::default() }).await.unwrap_err();

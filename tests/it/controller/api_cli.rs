@@ -45,38 +45,10 @@ async fn every_command_in_every_format_prints_what_the_golden_file_says() {
             commands.push(args);
         }
     }
-    commands.push(vec![
-        "submit".into(),
-        "--name".into(),
-        "llama".into(),
-        "--queue".into(),
-        "team".into(),
-        "--runtime".into(),
-        "gpu".into(),
-        "--nodes".into(),
-        "2".into(),
-        "--gpus-per-node".into(),
-        "8".into(),
-        "--runtime-estimate".into(),
-        "2h".into(),
-        "--".into(),
-        "torchrun".into(),
-        "train.py".into(),
-    ]);
-    commands.push(vec![
-        "submit".into(),
-        "--name".into(),
-        "llama".into(),
-        "--queue".into(),
-        "team".into(),
-        "--runtime".into(),
-        "gpu".into(),
-        "--nodes".into(),
-        "2".into(),
-        "--dry-run".into(),
-        "-o".into(),
-        "yaml".into(),
-    ]);
+    let words = |text: &str| text.split_whitespace().map(str::to_string).collect::<Vec<String>>();
+    let gang = "submit --name llama --queue team --runtime gpu --nodes 2";
+    commands.push(words(&format!("{gang} --gpus-per-node 8 --runtime-estimate 2h -- torchrun train.py")));
+    commands.push(words(&format!("{gang} --dry-run -o yaml")));
     commands.push(vec!["cancel".into(), "next".into()]);
     commands.push(vec!["cancel".into(), "next".into(), "--dry-run".into(), "-o".into(), "json".into()]);
     for args in commands {

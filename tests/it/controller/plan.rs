@@ -170,6 +170,18 @@ fn a_malformed_topology_annotation_names_the_annotation() {
 }
 
 #[test]
+fn a_runtime_estimate_that_is_not_a_duration_names_the_annotation() {
+    let mut w = World::new(job(TORCH_JOB), TORCH_RUNTIME);
+    let annotations = w.job.metadata.annotations.get_or_insert_with(Default::default);
+    annotations.insert("trainyard.io/runtime-estimate".into(), "soon".into());
+    let actions = w.plan();
+    assert_eq!(conditions(&actions)[0], c("Queued", "False", "InvalidSpec"));
+    let Action::Status { conditions, .. } = actions.last().unwrap() else { unreachable!() };
+    assert!(conditions[0].message.contains("trainyard.io/runtime-estimate"), "{}", conditions[0].message);
+    assert!(!names(&actions).iter().any(|n| n.starts_with("Apply")));
+}
+
+#[test]
 fn a_gang_larger_than_any_domain_is_reported_unschedulable_and_nothing_is_created() {
     let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
     w.decision =
