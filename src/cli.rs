@@ -154,9 +154,13 @@ pub struct SimulateArgs {
     /// Skip trace rows that do not parse, counting them as warnings, instead of stopping.
     #[arg(long)]
     pub skip_bad_rows: bool,
-    /// Print no progress bar and no table (errors still go to stderr).
+    /// Print no progress bar and no summary (errors still go to stderr).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Format of the summary: table, wide (every unschedulable job listed), json or yaml (the
+    /// report that --out writes, with the --explain explanations).
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    pub output: crate::output::Output,
 }
 
 /// The optional host-failure model of `trainyard simulate`.

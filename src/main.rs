@@ -8,6 +8,7 @@ mod compare;
 mod controller_cmd;
 mod import_cmd;
 mod inputs;
+mod output;
 mod place;
 mod render_cmd;
 mod simulate;

@@ -6,12 +6,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+use trainyard_policies::Explanation;
 use trainyard_simulator::placement::PlacementSummary;
 use trainyard_simulator::report::{Report, ReportContext};
-use trainyard_simulator::{Progress, ReplayOptions, replay};
+use trainyard_simulator::{Progress, ReplayOptions, ReplayResult, replay};
 
 use crate::cli::SimulateArgs;
 use crate::inputs;
+use crate::output::{Output, structured};
 
 /// Runs one simulation. Inputs are fully read and checked before the replay starts, and
 /// nothing is printed or written unless the whole replay succeeds.
@@ -70,24 +73,60 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if !args.quiet {
-        let mut text = report.render_table();
-        if !result.explanations.is_empty() {
-            text.push_str("\nExplanations (each time they changed)\n");
-            for (t, i, x) in &result.explanations {
-                text.push_str(&format!("  t={t}s {}: {x}\n", result.outcomes[*i].job.id));
-            }
-        }
-        text.push_str(&format!("\n{} events, {} scheduling cycles\n", result.events, result.cycles));
-        if let Some(path) = &args.out {
-            text.push_str(&format!("JSON report written to {}\n", path.display()));
-        }
-        if let Some(path) = &args.html {
-            text.push_str(&format!("HTML report written to {}\n", path.display()));
-        }
+        let text = summary(&report, &result, args)?;
         let mut stdout = std::io::stdout().lock();
         stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()).context("cannot write to standard output")?;
     }
     Ok(())
+}
+
+/// The summary in the format of `-o`. The structured formats carry the report exactly as `--out`
+/// writes it, the explanations after it, and nothing else, so that a script can read them.
+fn summary(report: &Report, result: &ReplayResult, args: &SimulateArgs) -> Result<String> {
+    let explanations = result.explanations.iter().map(|(at, i, explanation)| ExplanationOut {
+        at: *at,
+        job: &result.outcomes[*i].job.id,
+        text: explanation.to_string(),
+        explanation,
+    });
+    if matches!(args.output, Output::Json | Output::Yaml) {
+        let document = SummaryOut { report, explanations: explanations.collect() };
+        return structured(&document, args.output);
+    }
+    let mut text = if args.output == Output::Wide { report.render_wide() } else { report.render_table() };
+    if !result.explanations.is_empty() {
+        text.push_str("\nExplanations (each time they changed)\n");
+        for x in explanations {
+            text.push_str(&format!("  t={}s {}: {}\n", x.at, x.job, x.text));
+        }
+    }
+    text.push_str(&format!("\n{} events, {} scheduling cycles\n", result.events, result.cycles));
+    if let Some(path) = &args.out {
+        text.push_str(&format!("JSON report written to {}\n", path.display()));
+    }
+    if let Some(path) = &args.html {
+        text.push_str(&format!("HTML report written to {}\n", path.display()));
+    }
+    Ok(text)
+}
+
+/// `simulate -o json|yaml`: the report's own fields, then the explanations.
+#[derive(Serialize)]
+struct SummaryOut<'a> {
+    #[serde(flatten)]
+    report: &'a Report,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    explanations: Vec<ExplanationOut<'a>>,
+}
+
+/// One explanation of a job, as it stood at time `at`.
+#[derive(Serialize)]
+struct ExplanationOut<'a> {
+    at: u64,
+    job: &'a str,
+    /// As the table prints it.
+    text: String,
+    explanation: &'a Explanation,
 }
 
 /// Indices of the jobs named by `--explain`; an unknown id is an error.

@@ -159,6 +159,16 @@ impl Report {
     /// queueing-delay and job-completion-time tables, the placement, tenants and quota usage
     /// sections when there are, and the first unschedulable jobs.
     pub fn render_table(&self) -> String {
+        self.render(TABLE_UNSCHEDULABLE_LIMIT)
+    }
+
+    /// The same report with every unschedulable job listed (`simulate -o wide`).
+    pub fn render_wide(&self) -> String {
+        self.render(usize::MAX)
+    }
+
+    /// The plain-text report, listing at most `unschedulable_rows` unschedulable jobs.
+    fn render(&self, unschedulable_rows: usize) -> String {
         let ctx = &self.context;
         let s = &self.summary;
         let mut out = String::new();
@@ -204,11 +214,11 @@ impl Report {
             let rows: Vec<Vec<String>> = self
                 .unschedulable
                 .iter()
-                .take(TABLE_UNSCHEDULABLE_LIMIT)
+                .take(unschedulable_rows)
                 .map(|u| vec![clean(&u.id), clean(&u.tenant), u.gpus.to_string(), clean(&u.reason)])
                 .collect();
             out.push_str(&render_rows(&["id", "tenant", "GPUs", "reason"], &[false, false, true, false], &rows));
-            let more = self.unschedulable.len().saturating_sub(TABLE_UNSCHEDULABLE_LIMIT);
+            let more = self.unschedulable.len().saturating_sub(unschedulable_rows);
             if more > 0 {
                 let _ = writeln!(out, "  … and {more} more");
             }

@@ -9,7 +9,7 @@ use clap::Args;
 use kube::config::Kubeconfig;
 use secrecy::ExposeSecret;
 
-use super::output::Output;
+use crate::output::Output;
 use trainyard::grpc::client::Endpoint;
 
 /// Connection and output flags of every API command.
@@ -38,7 +38,7 @@ pub struct Connection {
     /// Namespace. Default: the context's, else `default`.
     #[arg(short = 'n', long, value_name = "NAME")]
     pub namespace: Option<String>,
-    /// Output format.
+    /// Output format (`watch` prints one JSON object per line, one YAML document per event).
     #[arg(short = 'o', long, value_enum, default_value = "table")]
     pub output: Output,
 }

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, anyhow};
 use clap::{Args, ValueEnum};
 
+use crate::output::Output;
 use connection::Connection;
-use output::Output;
 use trainyard::grpc::client::connect;
 use trainyard::grpc::v1;
 
@@ -229,7 +229,9 @@ pub async fn execute(command: ApiCommand, out: &mut impl Write) -> Result<()> {
             let uid = &gone.get_ref().uid;
             let value = serde_json::json!({ "namespace": ns, "name": a.name, "uid": uid, "dryRun": a.dry_run });
             match a.connection.output {
-                Output::Json | Output::Yaml => write!(out, "{}", output::structured(&value, a.connection.output)?)?,
+                Output::Json | Output::Yaml => {
+                    write!(out, "{}", crate::output::structured(&value, a.connection.output)?)?
+                }
                 _ => writeln!(out, "trainjob {ns}/{} cancelled{}", a.name, if a.dry_run { " (dry run)" } else { "" })?,
             }
         }
@@ -302,7 +304,7 @@ async fn submit(a: SubmitArgs, out: &mut impl Write) -> Result<()> {
     match a.connection.output {
         Output::Json | Output::Yaml => {
             let manifest: serde_json::Value = serde_json::from_str(&answer.manifest).unwrap_or_default();
-            write!(out, "{}", output::structured(&manifest, a.connection.output)?)?;
+            write!(out, "{}", crate::output::structured(&manifest, a.connection.output)?)?;
         }
         _ => writeln!(
             out,

@@ -14,6 +14,7 @@ mod help;
 mod html_report;
 mod import;
 mod json;
+mod output_formats;
 mod place;
 mod simulate;
 mod sweep;

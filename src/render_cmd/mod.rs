@@ -1,7 +1,7 @@
 //! `trainyard render`: what the controller would create for a TrainJob, computed offline.
 
-use std::fmt::Write as _;
-use std::io::Write as _;
+mod print;
+
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -21,7 +21,7 @@ use trainyard::controller::slurm_gang::slurm_gang;
 use trainyard::controller::slurm_side::node_slot_cluster;
 use trainyard::controller::snapshot::{Runtimes, created_s, intent_of};
 use trainyard::controller::snapshot::{Side, policy_with_queues};
-use trainyard::controller::workload::{self, Rendered};
+use trainyard::controller::workload;
 use trainyard_bridges::slurm::render_sbatch;
 use trainyard_bridges::trainer as bridge;
 use trainyard_policies::PolicyConfig;
@@ -30,6 +30,9 @@ use trainyard_topology::ClusterSpec;
 
 use crate::controller_cmd::ModeArg;
 use crate::inputs::{load_policy, read_text};
+use crate::output::Output;
+use print::{Binding, Body, Rendering, print};
+use trainyard::controller::admission::AdmissionRecord;
 
 /// Owner uid stamped on offline renders: a TrainJob read from a file has none yet.
 const OFFLINE_UID: &str = "00000000-0000-0000-0000-000000000000";
@@ -69,6 +72,11 @@ pub struct RenderArgs {
     /// (`google.com/tpu` for TPU chips).
     #[arg(long, default_value = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE, value_name = "NAME")]
     pub gpu_resource: String,
+    /// Print as json (a `List` of the objects, or a Slurm job's nodes and script), yaml (the
+    /// objects, or for Slurm the same document as json), table (the objects and their pods) or
+    /// wide (also each pod's node). Default: the manifests as they are applied.
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<Output>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
@@ -194,17 +202,21 @@ pub fn run(args: &RenderArgs) -> Result<()> {
             }
         }
     };
-    let mut out = String::new();
-    for note in &notes {
-        writeln!(out, "# note: {note}")?;
-    }
+    let mut comments: Vec<String> = notes.iter().map(|n| format!("note: {n}")).collect();
     if let (Some(target), Some(r)) = (&intent.slurm, &record) {
         let gang = slurm_gang(&bridge_job, runtime, target, &intent.shape.largest_pod(), r).map_err(problem_error)?;
-        writeln!(out, "# admitted: {} pods on {} Slurm nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
-        writeln!(out, "# the gang id carries the admission time; here the TrainJob's creation time")?;
-        out.push_str(&render_sbatch(&gang));
-        std::io::stdout().lock().write_all(out.as_bytes())?;
-        return Ok(());
+        comments.push(format!(
+            "admitted: {} pods on {} Slurm nodes, placement cost {}",
+            r.pods(),
+            r.nodes.len(),
+            r.cost
+        ));
+        comments.push("the gang id carries the admission time; here the TrainJob's creation time".into());
+        let bindings = r.slots().iter().enumerate().map(|(i, node)| Binding::on(format!("pod {i}"), node)).collect();
+        let name = format!("{}/{}", job.metadata.namespace.as_deref().unwrap_or_default(), job.name_any());
+        let body = Body::Sbatch { script: render_sbatch(&gang), name };
+        let rendering = Rendering { comments, record, bindings, body };
+        return print(&rendering, args.output);
     }
     let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
     let claim_gpus = match &args.claim_templates {
@@ -216,35 +228,33 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
     let rendered =
         workload::render(&bridge_job, runtime, intent.kind, opts, None).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let mut bindings = Vec::new();
     if let Some(r) = &record {
-        writeln!(out, "# admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost)?;
-        describe_bindings(&mut out, &rendered, r, &torus_at)?;
+        comments.push(format!("admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost));
+        match &r.domain {
+            Some(selector) => {
+                let terms: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                comments.push(format!("node selector on every gang pod: {}", terms.join(", ")));
+            }
+            None => bindings = bindings_of(&rendered.layout, r, &torus_at),
+        }
     }
     let mode = if args.mode == ModeArg::Companion { Mode::Companion } else { Mode::Standalone };
-    match (mode, &record) {
+    let objects = match (mode, &record) {
         (Mode::Companion, Some(r)) => {
             let name = job.metadata.name.clone().unwrap_or_default();
-            let patch = serde_json::json!({
+            vec![serde_json::json!({
                 "apiVersion": bridge::API_VERSION,
                 "kind": "TrainJob",
                 "metadata": {"name": name, "namespace": job.metadata.namespace},
                 "spec": {"suspend": false, "runtimePatches": [companion_patch(&name, &rendered.layout, r)]},
-            });
-            out.push_str("---\n");
-            out.push_str(&serde_saphyr::to_string(&patch)?);
+            })]
         }
         (Mode::Companion, None) => bail!("--mode companion needs --topology: the patch carries the placement"),
-        (Mode::Standalone, _) => {
-            out.push_str("---\n");
-            out.push_str(&serde_saphyr::to_string(&rendered.workload)?);
-            if let Some(cm) = &rendered.hostfile {
-                out.push_str("---\n");
-                out.push_str(&serde_saphyr::to_string(cm)?);
-            }
-        }
-    }
-    std::io::stdout().lock().write_all(out.as_bytes())?;
-    Ok(())
+        (Mode::Standalone, _) => std::iter::once(rendered.workload.clone()).chain(rendered.hostfile.clone()).collect(),
+    };
+    let pods = layout_pods(&rendered.layout, &rendered.workload);
+    print(&Rendering { comments, record, bindings, body: Body::Objects { objects, pods } }, args.output)
 }
 
 /// The Queue objects of a multi-document YAML file.
@@ -261,41 +271,43 @@ fn read_queues(path: &std::path::Path) -> Result<Vec<Queue>> {
     Ok(queues)
 }
 
-/// Comment lines naming the host of each gang pod, as the controller will bind them.
-fn describe_bindings(
-    out: &mut String,
-    rendered: &Rendered,
-    record: &trainyard::controller::admission::AdmissionRecord,
-    torus_at: &BTreeMap<String, String>,
-) -> Result<()> {
-    if let Some(selector) = &record.domain {
-        let terms: Vec<String> = selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        writeln!(out, "# node selector on every gang pod: {}", terms.join(", "))?;
-        return Ok(());
-    }
+/// Where each gang pod goes, in the order the controller binds them.
+fn bindings_of(layout: &GangLayout, record: &AdmissionRecord, torus_at: &BTreeMap<String, String>) -> Vec<Binding> {
     let slots = record.slots();
-    let mut ordinal = 0usize;
-    match &rendered.layout {
+    let mut pods = Vec::new();
+    match layout {
         GangLayout::JobSet(rjobs) => {
             for (name, replicas, per_job) in rjobs {
                 for job in 0..*replicas {
                     for index in 0..*per_job {
-                        let host = slots.get(ordinal).copied().unwrap_or("?");
-                        match torus_at.get(host) {
-                            Some(at) => writeln!(out, "# pod {name} job {job} index {index} -> {host} ({at})")?,
-                            None => writeln!(out, "# pod {name} job {job} index {index} -> {host}")?,
-                        }
-                        ordinal += 1;
+                        pods.push(format!("{name} job {job} index {index}"));
                     }
                 }
             }
         }
         GangLayout::LeaderWorkerSet { leader_in_gang } => {
             let first = if *leader_in_gang { 0 } else { 1 };
-            for (i, host) in slots.iter().enumerate() {
-                writeln!(out, "# pod worker-index {} -> {host}", i + first)?;
-            }
+            pods.extend((0..slots.len()).map(|i| format!("worker-index {}", i + first)));
         }
     }
-    Ok(())
+    pods.into_iter()
+        .enumerate()
+        .map(|(i, pod)| {
+            let node = slots.get(i).copied().unwrap_or("?");
+            Binding { at: torus_at.get(node).cloned(), ..Binding::on(pod, node) }
+        })
+        .collect()
+}
+
+/// The gang pods a workload starts: from its layout, or an LWS's size times its replicas.
+fn layout_pods(layout: &GangLayout, workload: &Value) -> u64 {
+    match layout {
+        GangLayout::JobSet(rjobs) => {
+            rjobs.iter().map(|(_, replicas, per_job)| u64::from(*replicas) * u64::from(*per_job)).sum()
+        }
+        GangLayout::LeaderWorkerSet { .. } => {
+            let replicas = workload["spec"]["replicas"].as_u64().unwrap_or(1);
+            replicas * workload["spec"]["leaderWorkerTemplate"]["size"].as_u64().unwrap_or(1)
+        }
+    }
 }
