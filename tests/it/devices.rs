@@ -110,6 +110,15 @@ fn place_prints_every_pods_devices_with_gpu_and_nic_on_one_pcie_root() {
         trainyard(&[&args[..], &["--claims", "gpu-nic-pair", "--topology", "required:host", "--explain"]].concat());
     let pods = |out: &str| out.lines().filter(|l| l.starts_with("  pod ")).map(str::to_string).collect::<Vec<_>>();
     assert_eq!(pods(&explained.assert_success().stdout), pods(&run.stdout));
+    // As data: each pod's devices, one per request of the claim.
+    let json =
+        trainyard(&[&args[..], &["--claims", "gpu-nic-pair", "--topology", "required:host", "-o", "json"]].concat());
+    let answer: serde_json::Value = serde_json::from_str(&json.assert_success().stdout).unwrap();
+    let pods = answer["placements"][0]["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 8);
+    for pod in pods {
+        assert_eq!(pod["devices"].as_array().map(Vec::len), Some(2), "a GPU and a NIC: {pod}");
+    }
     let run = trainyard(&[&args[..], &["--claims", "gpu-nic-pair+nvme"]].concat());
     assert!(!run.status.success());
     assert!(
