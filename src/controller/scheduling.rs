@@ -23,6 +23,7 @@ use super::scheduler::JobState;
 use super::scheduler::{CycleStats, Decision};
 use super::slurm_run::SlurmLoop;
 use super::slurm_side::slurm_cycle;
+use super::snapshot::finished_run;
 use super::status_writer::Target;
 use crate::api::{Queue, TrainJob};
 use trainyard_policies::RuntimeHistory;
@@ -60,6 +61,18 @@ async fn next_question(queries: &mut Option<mpsc::Receiver<Asked>>) -> Option<As
     }
 }
 
+/// What the finished TrainJobs the API server still holds ran, learned oldest end first: a
+/// restarted controller or a new leader estimates from the same history the last one had.
+pub fn history_of<'a>(jobs: impl Iterator<Item = &'a TrainJob>) -> RuntimeHistory {
+    let mut runs: Vec<(u64, String, u64)> = jobs.filter_map(finished_run).collect();
+    runs.sort();
+    let mut history = RuntimeHistory::default();
+    for (_, queue, seconds) in runs {
+        history.record(&queue, seconds);
+    }
+    history
+}
+
 /// Runs the loop until the event channel closes.
 pub async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Change>, links: Links, dra: bool) {
     let Links { trigger, runtimes_changed, started, mut queries } = links;
@@ -85,6 +98,7 @@ pub async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Change>, links: Links, dr
         topology: ctx.settings.topology.clone(),
         slurm_configured: ctx.settings.slurm.is_some() && ctx.settings.mode == super::plan::Mode::Standalone,
     };
+    let history = history_of(initial.jobs.values().map(|job| &**job));
     let (mut live, notes) = match Live::start(initial, settings, now_s()) {
         Ok(built) => built,
         Err(e) => {
@@ -100,7 +114,7 @@ pub async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Change>, links: Links, dr
         slurm: SlurmLoop::default(),
         queue_status_at: None,
         gauges_at: None,
-        history: RuntimeHistory::default(),
+        history,
         admitted_at: HashMap::new(),
     };
     task.cycle(&mut live);

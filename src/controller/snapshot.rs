@@ -143,6 +143,20 @@ fn intent_version(job: &TrainJob) -> String {
     format!("{generation}/{:x}", h.finish())
 }
 
+/// How long a finished TrainJob ran on its last admission: `(when it ended, its queue, seconds)`,
+/// from the admission record it keeps and the time its Complete or Failed condition turned true.
+/// None for a TrainJob that has not finished, never ran here, or names no queue.
+pub fn finished_run(job: &TrainJob) -> Option<(u64, String, u64)> {
+    let ended = [super::conditions::COMPLETE, super::conditions::FAILED]
+        .into_iter()
+        .filter_map(|c| job.condition(c).filter(|c| c.status == "True"))
+        .map(|c| u64::try_from(c.last_transition_time.0.as_second()).unwrap_or(0))
+        .min()?;
+    let admitted = recorded(job)?.at;
+    let queue = job.metadata.labels.as_ref()?.get(crate::api::QUEUE_LABEL).filter(|q| !q.is_empty())?;
+    (ended > admitted).then(|| (ended, queue.clone(), ended - admitted))
+}
+
 /// Seconds since the epoch of the TrainJob's creation (0 when unset).
 pub fn created_s(job: &TrainJob) -> u64 {
     job.metadata.creation_timestamp.as_ref().map_or(0, |t| u64::try_from(t.0.as_second()).unwrap_or(0))
@@ -286,11 +300,51 @@ pub fn policy_with_queues(
 mod tests {
     use super::*;
     use crate::api::QueueSpec;
+    use crate::controller::admission::AdmissionRecord;
 
     fn queue(name: &str, parent: Option<&str>, gpus: u64) -> Queue {
         let mut q = Queue::new(name, QueueSpec { parent: parent.map(Into::into), ..QueueSpec::default() });
         q.spec.nominal.gpus = Some(gpus);
         q
+    }
+
+    /// A TrainJob of queue `team` admitted at `admitted` whose `condition` turned `status` at `at`.
+    fn ended_job(name: &str, admitted: Option<u64>, condition: (&str, &str, i64)) -> TrainJob {
+        let record = admitted.map(|at| AdmissionRecord { nodes: vec![("n1".into(), 1)], at, ..Default::default() });
+        let mut annotations = serde_json::Map::new();
+        if let Some(r) = record {
+            annotations.insert(crate::api::ADMISSION_ANNOTATION.into(), r.encode().into());
+        }
+        let at = k8s_openapi::jiff::Timestamp::from_second(condition.2).unwrap().to_string();
+        serde_json::from_value(json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": name, "namespace": "ns", "labels": {crate::api::QUEUE_LABEL: "team"}, "annotations": annotations},
+            "spec": {"runtimeRef": {"name": "torch"}},
+            "status": {"conditions": [{"type": condition.0, "status": condition.1, "reason": "R", "message": "",
+                                        "lastTransitionTime": at}]},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn finished_trainjobs_give_back_the_runtimes_a_new_leader_learns_from() {
+        let mut jobs: Vec<TrainJob> =
+            (1..=12).map(|i| ended_job(&format!("j{i}"), Some(1000), ("Complete", "True", 1000 + 100 * i))).collect();
+        jobs.push(ended_job("failed", Some(1000), ("Failed", "True", 1500)));
+        assert_eq!(finished_run(jobs.last().unwrap()), Some((1500, "team".into(), 500)));
+        // Still running, never admitted here, or a clock that ran backwards: nothing learned.
+        jobs.push(ended_job("running", Some(1000), ("Complete", "False", 5000)));
+        jobs.push(ended_job("unrecorded", None, ("Complete", "True", 5000)));
+        jobs.push(ended_job("backwards", Some(6000), ("Complete", "True", 5000)));
+        for job in &jobs[13..] {
+            assert_eq!(finished_run(job), None, "{:?}", job.metadata.name);
+        }
+        let history = crate::controller::scheduling::history_of(jobs.iter());
+        assert_eq!(history.samples("team"), 13);
+        assert_eq!(history.samples("other"), 0);
+        // The mean of 100..=1200 by 100 and 500: 638.46 seconds.
+        let estimate = history.estimate("team");
+        assert!(matches!(estimate, Some(638 | 639)), "{estimate:?}");
     }
 
     #[test]
