@@ -26,7 +26,7 @@ pub fn events_of(live: &Live, changed: &Changed, leader: &str, at: u64) -> Vec<v
     changed
         .iter()
         .map(|(key, decision)| {
-            let job = match live.entry(key) {
+            let mut job = match live.entry(key) {
                 Some(entry) => job_view(entry, decision.as_ref()),
                 None => {
                     let r = job_ref(key);
@@ -36,6 +36,11 @@ pub fn events_of(live: &Live, changed: &Changed, leader: &str, at: u64) -> Vec<v
                     job
                 }
             };
+            // An ended gang's entry has no intent left to name its queue; its label (kept a cycle
+            // past its deletion) does, so that a watch of the queue sees the end.
+            if job.queue.is_empty() {
+                job.queue = live.queue_label(key).unwrap_or_default().to_string();
+            }
             let mut event =
                 v1::Event { job: Some(job), sequence: 0, leader: leader.to_string(), at, ..Default::default() };
             event.set_kind(kind_of(decision.as_ref()));

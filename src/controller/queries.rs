@@ -58,7 +58,7 @@ pub struct Asked {
 pub fn answer(live: &Live, query: &Query, history: &RuntimeHistory, now: u64) -> Answer {
     match query {
         Query::Get(key) => match live.entry(key) {
-            Some(entry) => Answer::Job(job_view(entry, live.decision(key))),
+            Some(entry) => Answer::Job(live_job_view(live, entry)),
             None => Answer::NotFound(key.clone()),
         },
         Query::List(filter) => Answer::Jobs(list(live, filter)),
@@ -78,6 +78,16 @@ pub fn answer(live: &Live, query: &Query, history: &RuntimeHistory, now: u64) ->
 pub fn job_ref(key: &str) -> v1::JobRef {
     let (namespace, name) = key.split_once('/').unwrap_or(("", key));
     v1::JobRef { namespace: namespace.to_string(), name: name.to_string() }
+}
+
+/// A TrainJob as the live picture shows it: [`job_view`] of its entry and decision, with the
+/// queue its label names where the entry has no intent to take it from (ended, or a bad spec).
+pub fn live_job_view(live: &Live, entry: &JobEntry) -> v1::Job {
+    let mut job = job_view(entry, live.decision(&entry.key));
+    if job.queue.is_empty() {
+        job.queue = live.queue_label(&entry.key).unwrap_or_default().to_string();
+    }
+    job
 }
 
 /// A TrainJob as the API shows it: what it asks for, and the loop's last word on it.
@@ -140,7 +150,7 @@ fn list(live: &Live, filter: &v1::ListRequest) -> Vec<v1::Job> {
     let mut jobs: Vec<v1::Job> = live
         .entries()
         .filter(|e| prefix.as_deref().is_none_or(|p| e.key.starts_with(p)))
-        .map(|e| job_view(e, live.decision(&e.key)))
+        .map(|e| live_job_view(live, e))
         .filter(|j| filter.queue.is_empty() || j.queue == filter.queue)
         .filter(|j| state == S::Unspecified || j.state() == state)
         .collect();
@@ -161,7 +171,7 @@ fn names(refs: &[v1::JobRef]) -> String {
 }
 
 fn explain(live: &Live, entry: &JobEntry) -> v1::Explanation {
-    let job = job_view(entry, live.decision(&entry.key));
+    let job = live_job_view(live, entry);
     let looped = live.scheduling_loop();
     let Some(explanation) = looped.gang_of(&entry.uid).and_then(|id| looped.engine().explain(id)) else {
         return v1::Explanation { job: Some(job), counterfactuals: Vec::new() };
@@ -208,7 +218,7 @@ fn explain(live: &Live, entry: &JobEntry) -> v1::Explanation {
 
 fn eta(live: &Live, entry: &JobEntry, history: &RuntimeHistory, now: u64) -> v1::EtaResponse {
     use v1::eta_response::Kind;
-    let job = job_view(entry, live.decision(&entry.key));
+    let job = live_job_view(live, entry);
     let mut out = v1::EtaResponse { now, ..Default::default() };
     match job.state() {
         S::Admitted | S::Degraded => {
@@ -274,7 +284,7 @@ fn queues(live: &Live) -> Vec<v1::Queue> {
     }
     let mut counts: BTreeMap<String, Counts> = BTreeMap::new();
     for entry in live.entries() {
-        let job = job_view(entry, live.decision(&entry.key));
+        let job = live_job_view(live, entry);
         if job.queue.is_empty() {
             continue;
         }

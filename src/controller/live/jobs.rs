@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::Live;
-use crate::api::TrainJob;
+use crate::api::{QUEUE_LABEL, TrainJob};
 use crate::controller::intent::IntentContext;
 use crate::controller::scheduler::{JobEntry, JobState};
 use crate::controller::snapshot::{IntentCache, arrival_of, created_s, job_entry};
@@ -23,6 +23,10 @@ pub(super) struct Jobs {
     arrivals: HashMap<String, u64>,
     next_arrival: u64,
     new_arrivals: Vec<(String, u64)>,
+    /// Queue labels of the TrainJobs deleted since the last cycle began, by `namespace/name`,
+    /// and of those deleted before it: the cycle's end events still name their queue.
+    gone: HashMap<String, String>,
+    gone_before: HashMap<String, String>,
 }
 
 impl Jobs {
@@ -77,6 +81,21 @@ impl Jobs {
     pub(super) fn take_new_arrivals(&mut self) -> Vec<(String, u64)> {
         std::mem::take(&mut self.new_arrivals)
     }
+
+    /// The queue a TrainJob's label names, by `namespace/name`, also for one deleted up to a
+    /// cycle ago.
+    pub(super) fn queue_label(&self, key: &str) -> Option<&str> {
+        let job = self.uid_of(key).and_then(|uid| self.objects.get(uid));
+        match job {
+            Some(job) => job.metadata.labels.as_ref()?.get(QUEUE_LABEL).map(String::as_str),
+            None => self.gone.get(key).or_else(|| self.gone_before.get(key)).map(String::as_str),
+        }
+    }
+
+    /// A cycle begins: labels of TrainJobs deleted before the last one are no longer asked for.
+    pub(super) fn age_gone(&mut self) {
+        self.gone_before = std::mem::take(&mut self.gone);
+    }
 }
 
 /// Whether an entry's gang is on Slurm (`None`: it wants nothing, both loops may drop it).
@@ -98,7 +117,11 @@ impl Live {
     }
 
     pub(super) fn delete_job(&mut self, uid: &str, now: u64) {
-        self.jobs.objects.remove(uid);
+        if let Some(job) = self.jobs.objects.remove(uid)
+            && let Some(queue) = job.metadata.labels.as_ref().and_then(|l| l.get(QUEUE_LABEL))
+        {
+            self.jobs.gone.insert(job.key(), queue.clone());
+        }
         self.jobs.arrivals.remove(uid);
         if let Some(entry) = self.jobs.entries.remove(uid) {
             self.k8s.remove(uid, now);

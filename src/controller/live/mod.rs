@@ -499,6 +499,7 @@ impl Live {
 
     /// Runs one cycle of the Kubernetes loop at `now` and returns the decisions that changed.
     pub fn cycle(&mut self, now: u64) -> (Changed, CycleStats) {
+        self.jobs.age_gone();
         for note in self.sync_devices(now) {
             tracing::warn!(node = ?note.node, "{}", note.message);
         }
@@ -545,6 +546,12 @@ impl Live {
     /// One TrainJob's entry, by `namespace/name`.
     pub fn entry(&self, key: &str) -> Option<&JobEntry> {
         self.jobs.uid_of(key).and_then(|uid| self.jobs.entry(uid))
+    }
+
+    /// The queue a TrainJob's label names, by `namespace/name`; for one deleted before the last
+    /// cycle began too, so that its end is reported with its queue.
+    pub fn queue_label(&self, key: &str) -> Option<&str> {
+        self.jobs.queue_label(key)
     }
 
     /// Every entry, for Queue status.

@@ -1,6 +1,6 @@
 //! The researcher API over a real TCP + TLS socket, in process: each call, each denial, rate
 //! limits, the exact requests Submit and Cancel send to Kubernetes, reflection, and a Watch that
-//! survives a leader change.
+//! survives a leader change; a watch of one queue sees its gangs end.
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -333,4 +333,63 @@ async fn a_watch_survives_a_leader_change() {
     let mut direct = client(a.addr, "alice-token").await;
     assert_eq!(direct.get(v1::GetRequest { job: team("next") }).await.unwrap_err().code(), Code::Unavailable);
     watching.abort();
+}
+
+#[tokio::test]
+async fn a_watch_of_a_queue_sees_its_gangs_end_finished_or_deleted() {
+    let a = Replica::start("leader-a", harness(), generous(), true).await;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<v1::Event>();
+    let addr = a.addr;
+    let watching = tokio::spawn(async move {
+        let request = v1::WatchRequest { namespace: "team".into(), queue: "team".into() };
+        trainyard::grpc::client::watch(&endpoint(addr, "alice-token"), request, |event| {
+            let _ = tx.send(event);
+            ControlFlow::Continue(())
+        })
+        .await
+    });
+    let mut next = async || {
+        tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("an event in time").expect("open")
+    };
+    for _ in 0..3 {
+        assert_eq!(next().await.kind(), Kind::Initial);
+    }
+    // `huge` is deleted: its entry is gone, its label still names the queue.
+    a.step(|h| {
+        h.delete_job("huge");
+        h.advance(1)
+    })
+    .await;
+    let ended = next().await;
+    let job = ended.job.clone().unwrap();
+    assert_eq!((ended.kind(), job.name.as_str(), job.queue.as_str()), (Kind::Ended, "huge", "team"), "{ended:?}");
+    // `big` completes: an entry with no intent left, named by its label too.
+    a.step(|h| {
+        let mut big = h.jobs["uid-big"].clone();
+        big.status.get_or_insert_with(Default::default).conditions.push(condition("Complete"));
+        h.job(big);
+        h.advance(1)
+    })
+    .await;
+    let mut seen = Vec::new();
+    while seen.iter().all(|e: &v1::Event| e.job.as_ref().unwrap().name != "big") {
+        seen.push(next().await);
+    }
+    let ended = seen.last().unwrap();
+    assert_eq!((ended.kind(), ended.job.as_ref().unwrap().queue.as_str()), (Kind::Ended, "team"), "{seen:?}");
+    watching.abort();
+}
+
+/// A condition of `type_` that is true.
+fn condition(type_: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: type_.into(),
+        status: "True".into(),
+        reason: "Done".into(),
+        message: String::new(),
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(T0 as i64 + 100).unwrap(),
+        ),
+        observed_generation: None,
+    }
 }

@@ -274,6 +274,12 @@ impl Harness {
         self.live.apply(Change::Job(Box::new(Event::Apply(j))), self.now);
     }
 
+    /// A TrainJob deleted (its finalizer gone), by name in `team`.
+    pub fn delete_job(&mut self, name: &str) {
+        let j = self.jobs.remove(&format!("uid-{name}")).expect("a known TrainJob");
+        self.live.apply(Change::Job(Box::new(Event::Delete(j))), self.now);
+    }
+
     /// Runs a cycle `dt` seconds later and returns the decisions it changed; the arrival order of
     /// TrainJobs seen for the first time is written on them, as their first reconcile does.
     pub fn advance(&mut self, dt: u64) -> trainyard::controller::live::Changed {
