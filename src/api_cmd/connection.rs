@@ -70,7 +70,7 @@ impl Connection {
         })?;
         let ca_pem = std::fs::read(&ca_file).with_context(|| format!("reading the CA file {}", ca_file.display()))?;
         let token = self.token.clone().or(context.token).ok_or_else(|| {
-            anyhow!("no bearer token: pass --token, set TRAINYARD_TOKEN, or use a kubeconfig user with `token` or `tokenFile`")
+            anyhow!("no bearer token: pass --token, set TRAINYARD_TOKEN, or use a kubeconfig user with `token`, `tokenFile` or `exec`")
         })?;
         let namespace = self.namespace.clone().or(context.namespace).unwrap_or_else(|| "default".into());
         let tls_name = self.tls_server_name.clone().or(context.tls_server_name);
@@ -106,10 +106,16 @@ impl Connection {
         if let Some(user) = &context.user
             && let Some(auth) = config.auth_infos.iter().find(|a| &a.name == user).and_then(|a| a.auth_info.as_ref())
         {
-            out.token = match (&auth.token, &auth.token_file) {
-                (Some(token), _) => Some(token.expose_secret().to_string()),
-                (None, Some(file)) => Some(read_token(Path::new(file))?),
-                (None, None) => None,
+            out.token = match (&auth.token, &auth.token_file, &auth.exec) {
+                (Some(token), _, _) => Some(token.expose_secret().to_string()),
+                (None, Some(file), _) => Some(read_token(Path::new(file))?),
+                // A login helper is run only when no token was given some other way.
+                (None, None, Some(exec)) if self.token.is_none() => {
+                    let cluster = context.cluster.as_str();
+                    let cluster = config.clusters.iter().find(|c| c.name == cluster).and_then(|c| c.cluster.as_ref());
+                    Some(super::exec_credential::token(exec, cluster)?)
+                }
+                _ => None,
             };
         }
         Ok(out)

@@ -3,6 +3,7 @@
 //! as a table or as JSON / YAML.
 
 pub mod connection;
+mod exec_credential;
 pub mod output;
 
 use std::io::Write;

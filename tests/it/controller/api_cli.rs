@@ -1,6 +1,7 @@
 //! The researcher commands, run as the built binary against an in-process API server over TLS:
 //! every command in every output format against one golden file, the kubeconfig as the
-//! source of endpoint, token and namespace, and refusals as one error line.
+//! source of endpoint, token (also from an exec plugin) and namespace, and refusals as one
+//! error line.
 
 use super::api_world::*;
 use crate::{TempDir, trainyard};
@@ -101,6 +102,48 @@ async fn the_kubeconfig_gives_endpoint_token_and_namespace() {
     let mut args = vec!["queues".to_string()];
     args.extend(plain);
     run(args).await.assert_error(&["served over TLS only"]);
+}
+
+/// A kubeconfig whose user logs in through the exec plugin `command` (relative to the
+/// kubeconfig's folder), with `WHO` in its environment and the cluster's details asked for.
+fn exec_kubeconfig(dir: &TempDir, port: u16, command: &str, who: &str) -> String {
+    let ca = dir.write("ca.pem", &world_certificates().0);
+    dir.write(
+        &format!("kubeconfig-{who}"),
+        &format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: lab\nclusters:\n- name: lab\n  cluster: {{server: \"https://kube.invalid:6443\"}}\nusers:\n- name: sso\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {command}\n      env: [{{name: WHO, value: {who}}}]\n      provideClusterInfo: true\n      interactiveMode: IfAvailable\n      installHint: install the lab login helper\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: sso\n    namespace: team\n    extensions:\n    - name: trainyard\n      extension: {{server: \"https://localhost:{port}\", certificate-authority: {ca}}}\n"
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubeconfig_exec_plugin_gives_the_token_as_kubectl_runs_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let replica = Replica::start("leader-a", harness(), Limit { per_second: 1000.0, burst: 1000 }, true).await;
+    let dir = TempDir::create();
+    std::fs::create_dir_all(dir.path("bin")).unwrap();
+    // The helper checks what kubectl would tell it, then answers an ExecCredential for $WHO.
+    let login = dir.write(
+        "bin/login",
+        "#!/bin/sh\ncase \"$KUBERNETES_EXEC_INFO\" in\n  *'\"kind\":\"ExecCredential\"'*'\"server\":\"https://kube.invalid:6443\"'*'\"interactive\":false'*) ;;\n  *) echo \"unexpected exec info: $KUBERNETES_EXEC_INFO\" >&2; exit 3 ;;\nesac\n[ \"$WHO\" = nobody ] && exit 1\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s-token\"}}' \"$WHO\"\n",
+    );
+    std::fs::set_permissions(&login, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let port = replica.addr.port();
+    let get = |kubeconfig: String| vec!["get".into(), "next".into(), "--kubeconfig".into(), kubeconfig];
+
+    let out = run(get(exec_kubeconfig(&dir, port, "bin/login", "alice"))).await;
+    out.assert_success();
+    assert!(out.stdout.contains("next ") && out.stdout.contains("pending"), "{}", out.stdout);
+    // The plugin's token is the one the server judges.
+    run(get(exec_kubeconfig(&dir, port, "bin/login", "stolen"))).await.assert_error(&["Unauthenticated"]);
+    run(get(exec_kubeconfig(&dir, port, "bin/login", "nobody")))
+        .await
+        .assert_error(&["exec plugin ", "bin/login: exit status: 1"]);
+    run(get(exec_kubeconfig(&dir, port, "bin/missing", "alice"))).await.assert_error(&[
+        "exec plugin",
+        "bin/missing: cannot run it",
+        "install the lab login helper",
+    ]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
