@@ -352,7 +352,7 @@ async fn serve_api(
     stop: Arc<Notify>,
 ) -> anyhow::Result<()> {
     use anyhow::Context;
-    let tls = crate::grpc::server::tls_from_files(&api.tls_cert, &api.tls_key)?;
+    let tls = crate::grpc::tls::ServerTls::from_files(&api.tls_cert, &api.tls_key)?;
     let base = kube::Config::infer().await.context("the Kubernetes client configuration, for API callers")?;
     let client_for: crate::grpc::service::ClientFor = Arc::new(move |token: &str| {
         let mut config = base.clone();

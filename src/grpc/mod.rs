@@ -7,6 +7,7 @@ pub mod rate;
 pub mod server;
 pub mod service;
 pub mod submit;
+pub mod tls;
 
 /// Generated from proto/trainyard/v1/trainyard.proto.
 #[allow(missing_docs, clippy::all)]

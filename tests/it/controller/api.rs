@@ -1,6 +1,7 @@
 //! The researcher API over a real TCP + TLS socket, in process: each call, each denial, rate
 //! limits, the exact requests Submit and Cancel send to Kubernetes, reflection, and a Watch that
-//! survives a leader change; a watch of one queue sees its gangs end.
+//! survives a leader change; a watch of one queue sees its gangs end; a renewed certificate is
+//! served without a restart.
 
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tonic::Code;
+use trainyard::grpc::client::Endpoint;
 use trainyard::grpc::rate::Limit;
 use trainyard::grpc::v1;
 use v1::event::Kind;
@@ -392,4 +394,37 @@ fn condition(type_: &str) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Con
         ),
         observed_generation: None,
     }
+}
+
+#[tokio::test]
+async fn a_renewed_certificate_is_served_without_a_restart() {
+    let dir = crate::TempDir::create();
+    let (cert, key) = (dir.path("tls.crt"), dir.path("tls.key"));
+    let (old_ca, old_cert, old_key) = certificates();
+    std::fs::write(&cert, &old_cert).unwrap();
+    std::fs::write(&key, &old_key).unwrap();
+    let tls = trainyard::grpc::tls::ServerTls::from_files(&cert, &key).unwrap();
+    let replica = Replica::start_with("leader-a", harness(), generous(), true, tls).await;
+    let trusting = |ca: &str| Endpoint { ca_pem: ca.as_bytes().to_vec(), ..endpoint(replica.addr, "alice-token") };
+    let get = async |ca: &str| {
+        let mut client = trainyard::grpc::client::connect(&trusting(ca)).await?;
+        client.get(v1::GetRequest { job: team("next") }).await.map_err(anyhow::Error::from)
+    };
+    get(&old_ca).await.expect("the first certificate is served");
+
+    // The Secret is renewed under a new CA: the files change in place.
+    let (new_ca, new_cert, new_key) = certificates();
+    std::fs::write(&cert, &new_cert).unwrap();
+    std::fs::write(&key, &new_key).unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    get(&new_ca).await.expect("the renewed certificate is served");
+    assert!(get(&old_ca).await.is_err(), "the old certificate is no longer served");
+
+    // A renewal that cannot be used (a key of another certificate) keeps the last good one.
+    std::fs::write(&key, &old_key).unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    get(&new_ca).await.expect("the last good certificate is still served");
+    // The key files of a bad pair are named at start.
+    let err = trainyard::grpc::tls::ServerTls::from_files(&cert, &key).unwrap_err();
+    assert!(format!("{err:#}").contains("tls.crt"), "{err:#}");
 }

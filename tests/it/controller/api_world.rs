@@ -21,6 +21,7 @@ use trainyard::grpc::auth::Authorizer;
 use trainyard::grpc::client::{ApiClient, Endpoint, connect};
 use trainyard::grpc::rate::Limit;
 use trainyard::grpc::service::{ApiSettings, Backend, ClientFor, TrainyardApi};
+use trainyard::grpc::tls::ServerTls;
 use trainyard::grpc::v1;
 use trainyard_policies::RuntimeHistory;
 
@@ -189,6 +190,12 @@ impl Replica {
     /// Starts a replica named `leader` over `h`, serving (leading) at once when `serving`.
     pub async fn start(leader: &str, h: Harness, limit: Limit, serving: bool) -> Replica {
         let (_, cert, key) = world_certificates();
+        let tls = trainyard::grpc::tls::ServerTls::from_pem(cert.as_bytes(), key.as_bytes()).unwrap();
+        Replica::start_with(leader, h, limit, serving, tls).await
+    }
+
+    /// [`Replica::start`] serving the identity of `tls`.
+    pub async fn start_with(leader: &str, h: Harness, limit: Limit, serving: bool, tls: ServerTls) -> Replica {
         let (queries_tx, mut queries) = mpsc::channel::<Asked>(64);
         let (steps_tx, mut steps) = mpsc::channel::<Step>(16);
         let (events, _) = broadcast::channel(256);
@@ -220,7 +227,6 @@ impl Replica {
         let api = TrainyardApi::new(backend, auth, clients_for(mock), settings);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let tls = trainyard::grpc::server::tls_from_pem(cert.as_bytes(), key.as_bytes());
         tokio::spawn(trainyard::grpc::server::serve(listener, api, Some(tls), std::future::pending()));
         Replica { addr, serving: serving_tx, steps: steps_tx, seen }
     }
