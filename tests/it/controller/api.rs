@@ -268,6 +268,29 @@ async fn service_in_front(target: Arc<Mutex<SocketAddr>>) -> SocketAddr {
     addr
 }
 
+/// A reconnecting Watch of namespace `team` (and `queue`, when not empty) as alice through
+/// `addr`, its events sent to the receiver.
+fn watch_as_alice(
+    addr: SocketAddr,
+    queue: &str,
+) -> (tokio::task::JoinHandle<anyhow::Result<()>>, tokio::sync::mpsc::UnboundedReceiver<v1::Event>) {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<v1::Event>();
+    let request = v1::WatchRequest { namespace: "team".into(), queue: queue.into() };
+    let watching = tokio::spawn(async move {
+        trainyard::grpc::client::watch(&endpoint(addr, "alice-token"), request, |event| {
+            let _ = tx.send(event);
+            ControlFlow::Continue(())
+        })
+        .await
+    });
+    (watching, rx)
+}
+
+/// The next event of a watch, within 20 seconds.
+async fn next_event(rx: &mut tokio::sync::mpsc::UnboundedReceiver<v1::Event>) -> v1::Event {
+    tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("an event in time").expect("open")
+}
+
 #[tokio::test]
 async fn a_watch_survives_a_leader_change() {
     let a = Replica::start("leader-a", harness(), generous(), true).await;
@@ -275,18 +298,8 @@ async fn a_watch_survives_a_leader_change() {
     let target = Arc::new(Mutex::new(a.addr));
     let front = service_in_front(target.clone()).await;
 
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<v1::Event>();
-    let watching = tokio::spawn(async move {
-        let request = v1::WatchRequest { namespace: "team".into(), queue: String::new() };
-        trainyard::grpc::client::watch(&endpoint(front, "alice-token"), request, |event| {
-            let _ = tx.send(event);
-            ControlFlow::Continue(())
-        })
-        .await
-    });
-    let mut next = async || {
-        tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("an event in time").expect("open")
-    };
+    let (watching, mut rx) = watch_as_alice(front, "");
+    let mut next = async || next_event(&mut rx).await;
 
     // The stream opens with the state of every TrainJob in `team`.
     let mut opening = Vec::new();
@@ -340,19 +353,8 @@ async fn a_watch_survives_a_leader_change() {
 #[tokio::test]
 async fn a_watch_of_a_queue_sees_its_gangs_end_finished_or_deleted() {
     let a = Replica::start("leader-a", harness(), generous(), true).await;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<v1::Event>();
-    let addr = a.addr;
-    let watching = tokio::spawn(async move {
-        let request = v1::WatchRequest { namespace: "team".into(), queue: "team".into() };
-        trainyard::grpc::client::watch(&endpoint(addr, "alice-token"), request, |event| {
-            let _ = tx.send(event);
-            ControlFlow::Continue(())
-        })
-        .await
-    });
-    let mut next = async || {
-        tokio::time::timeout(Duration::from_secs(20), rx.recv()).await.expect("an event in time").expect("open")
-    };
+    let (watching, mut rx) = watch_as_alice(a.addr, "team");
+    let mut next = async || next_event(&mut rx).await;
     for _ in 0..3 {
         assert_eq!(next().await.kind(), Kind::Initial);
     }
