@@ -1,16 +1,18 @@
 //! Where the API commands connect and as whom: flags and environment first, then the
-//! kubeconfig's current context (its user's token, its namespace, and a `trainyard` extension
+//! kubeconfig's current context (its user's token or login helper, its namespace, and a `trainyard` extension
 //! naming the endpoint and its CA), as kubectl users expect.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use kube::config::Kubeconfig;
+use kube::config::{Cluster, ExecConfig, Kubeconfig};
 use secrecy::ExposeSecret;
 
+use super::exec_credential;
 use crate::output::Output;
-use trainyard::grpc::client::Endpoint;
+use trainyard::grpc::client::{Endpoint, Renew};
 
 /// Connection and output flags of every API command.
 #[derive(Clone, Debug, Args)]
@@ -26,7 +28,8 @@ pub struct Connection {
     /// Name to check the API's certificate against, when it is not the server's host.
     #[arg(long, env = "TRAINYARD_TLS_SERVER_NAME", value_name = "NAME")]
     pub tls_server_name: Option<String>,
-    /// Bearer token. Default: the context user's token or token file.
+    /// Bearer token. Default: the context user's token, token file or exec plugin (run again
+    /// when the API no longer takes its token).
     #[arg(long, env = "TRAINYARD_TOKEN", hide_env_values = true, value_name = "TOKEN")]
     pub token: Option<String>,
     /// Kubeconfig file. Default: $KUBECONFIG, else ~/.kube/config.
@@ -49,8 +52,17 @@ struct FromContext {
     server: Option<String>,
     ca_file: Option<PathBuf>,
     tls_server_name: Option<String>,
-    token: Option<String>,
+    token: Option<ContextToken>,
     namespace: Option<String>,
+}
+
+/// The token a kubeconfig user gives.
+#[derive(Debug)]
+enum ContextToken {
+    /// `token` or `tokenFile`.
+    Given(String),
+    /// An exec plugin, with the context's cluster to tell it about.
+    Exec(Box<(ExecConfig, Option<Cluster>)>),
 }
 
 impl Connection {
@@ -69,12 +81,23 @@ impl Connection {
             anyhow!("no CA certificate for the API: pass --ca-file FILE, set TRAINYARD_CA_FILE, or add `certificate-authority` to the context's `trainyard` extension")
         })?;
         let ca_pem = std::fs::read(&ca_file).with_context(|| format!("reading the CA file {}", ca_file.display()))?;
-        let token = self.token.clone().or(context.token).ok_or_else(|| {
-            anyhow!("no bearer token: pass --token, set TRAINYARD_TOKEN, or use a kubeconfig user with `token`, `tokenFile` or `exec`")
-        })?;
+        // A login helper runs last: endpoint and CA problems are told before anyone logs in.
+        let (token, renew) = match (self.token.clone(), context.token) {
+            (Some(token), _) => (token, None),
+            (None, Some(ContextToken::Given(token))) => (token, None),
+            (None, Some(ContextToken::Exec(plugin))) => {
+                let (exec, cluster) = *plugin;
+                let token = exec_credential::token(&exec, cluster.as_ref())?;
+                let again = move || exec_credential::token(&exec, cluster.as_ref());
+                (token, Some(Renew(Arc::new(again))))
+            }
+            (None, None) => bail!(
+                "no bearer token: pass --token, set TRAINYARD_TOKEN, or use a kubeconfig user with `token`, `tokenFile` or `exec`"
+            ),
+        };
         let namespace = self.namespace.clone().or(context.namespace).unwrap_or_else(|| "default".into());
         let tls_name = self.tls_server_name.clone().or(context.tls_server_name);
-        Ok((Endpoint { url, ca_pem, tls_name, token }, namespace))
+        Ok((Endpoint { url, ca_pem, tls_name, token, renew }, namespace))
     }
 
     fn read_kubeconfig(&self) -> Result<FromContext> {
@@ -107,13 +130,11 @@ impl Connection {
             && let Some(auth) = config.auth_infos.iter().find(|a| &a.name == user).and_then(|a| a.auth_info.as_ref())
         {
             out.token = match (&auth.token, &auth.token_file, &auth.exec) {
-                (Some(token), _, _) => Some(token.expose_secret().to_string()),
-                (None, Some(file), _) => Some(read_token(Path::new(file))?),
-                // A login helper is run only when no token was given some other way.
-                (None, None, Some(exec)) if self.token.is_none() => {
-                    let cluster = context.cluster.as_str();
-                    let cluster = config.clusters.iter().find(|c| c.name == cluster).and_then(|c| c.cluster.as_ref());
-                    Some(super::exec_credential::token(exec, cluster)?)
+                (Some(token), _, _) => Some(ContextToken::Given(token.expose_secret().to_string())),
+                (None, Some(file), _) => Some(ContextToken::Given(read_token(Path::new(file))?)),
+                (None, None, Some(exec)) => {
+                    let cluster = config.clusters.iter().find(|c| c.name == context.cluster);
+                    Some(ContextToken::Exec(Box::new((exec.clone(), cluster.and_then(|c| c.cluster.clone())))))
                 }
                 _ => None,
             };

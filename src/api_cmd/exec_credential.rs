@@ -31,13 +31,7 @@ pub fn token(exec: &ExecConfig, cluster: Option<&Cluster>) -> Result<String> {
     if exec.provide_cluster_info
         && let Some(cluster) = cluster
     {
-        spec["cluster"] = json!({
-            "server": cluster.server,
-            "certificate-authority-data": cluster.certificate_authority_data,
-            "tls-server-name": cluster.tls_server_name,
-            "insecure-skip-tls-verify": cluster.insecure_skip_tls_verify.unwrap_or(false),
-            "proxy-url": cluster.proxy_url,
-        });
+        spec["cluster"] = cluster_info(cluster)?;
     }
     let info = json!({"apiVersion": api_version, "kind": "ExecCredential", "spec": spec});
     let mut command = Command::new(name);
@@ -71,4 +65,34 @@ pub fn token(exec: &ExecConfig, cluster: Option<&Cluster>) -> Result<String> {
         ),
         None => bail!("exec plugin {name}: its ExecCredential has no status.token"),
     }
+}
+
+/// The cluster as client-go describes it to a plugin: the CA as data (read from
+/// `certificate-authority` when the kubeconfig names a file) and the cluster's
+/// `client.authentication.k8s.io/exec` extension as `config`.
+fn cluster_info(cluster: &Cluster) -> Result<Value> {
+    let ca_data = match (&cluster.certificate_authority_data, &cluster.certificate_authority) {
+        (Some(data), _) => Some(Value::String(data.clone())),
+        (None, Some(file)) => {
+            let pem =
+                std::fs::read(file).with_context(|| format!("reading the cluster's certificate-authority {file}"))?;
+            // Bytes travel as base64 in JSON, as the kubeconfig's own `-data` fields do.
+            Some(serde_json::to_value(k8s_openapi::ByteString(pem))?)
+        }
+        (None, None) => None,
+    };
+    let config = cluster
+        .extensions
+        .iter()
+        .flatten()
+        .find(|e| e.name == "client.authentication.k8s.io/exec")
+        .map(|e| e.extension.clone());
+    Ok(json!({
+        "server": cluster.server,
+        "certificate-authority-data": ca_data,
+        "tls-server-name": cluster.tls_server_name,
+        "insecure-skip-tls-verify": cluster.insecure_skip_tls_verify.unwrap_or(false),
+        "proxy-url": cluster.proxy_url,
+        "config": config,
+    }))
 }

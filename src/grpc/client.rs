@@ -3,6 +3,7 @@
 //! carries on from the state the new leader sends first.
 
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -26,6 +27,19 @@ pub struct Endpoint {
     pub tls_name: Option<String>,
     /// The caller's Kubernetes bearer token.
     pub token: String,
+    /// Where a fresh token comes from when the server no longer takes this one (a kubeconfig
+    /// exec plugin's tokens expire within the hour); `None` when the token is all there is.
+    pub renew: Option<Renew>,
+}
+
+/// Gets a fresh bearer token (blocking: it may run a login helper).
+#[derive(Clone)]
+pub struct Renew(pub Arc<dyn Fn() -> Result<String> + Send + Sync>);
+
+impl std::fmt::Debug for Renew {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Renew")
+    }
 }
 
 /// Puts the bearer token on every call.
@@ -71,21 +85,32 @@ const MOST_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Watches until `on_event` breaks, reconnecting with backoff whenever the stream or the
 /// connection breaks for a passing reason; a refusal (UNAUTHENTICATED, PERMISSION_DENIED,
-/// INVALID_ARGUMENT) ends it with an error. Each reconnection opens with the new stream's
-/// `initial` events, so the caller sees the whole state again.
+/// INVALID_ARGUMENT) ends it with an error, except that an UNAUTHENTICATED token is renewed
+/// once where the endpoint can ([`Endpoint::renew`]), as kubectl does on a 401. Each
+/// reconnection opens with the new stream's `initial` events, so the caller sees the whole
+/// state again.
 pub async fn watch(
     endpoint: &Endpoint,
     request: v1::WatchRequest,
     mut on_event: impl FnMut(v1::Event) -> ControlFlow<()>,
 ) -> Result<()> {
+    let mut endpoint = endpoint.clone();
     let mut backoff = Duration::from_millis(100);
+    // Whether the token in use is fresh from `renew` and has not been taken yet.
+    let mut renewed = false;
     loop {
-        let failure = match connect(endpoint).await {
+        let failure = match connect(&endpoint).await {
             Err(e) => format!("{e:#}"),
             Ok(mut client) => match client.watch(request.clone()).await {
+                Err(status) if status.code() == Code::Unauthenticated && !renewed && endpoint.renew.is_some() => {
+                    endpoint.token = renew(&endpoint).await?;
+                    renewed = true;
+                    continue;
+                }
                 Err(status) if !passing(status.code()) => bail!("{}: {}", status.code(), status.message()),
                 Err(status) => format!("{}: {}", status.code(), status.message()),
                 Ok(response) => {
+                    renewed = false;
                     let mut stream = response.into_inner();
                     loop {
                         match stream.message().await {
@@ -109,4 +134,11 @@ pub async fn watch(
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MOST_BACKOFF);
     }
+}
+
+/// A fresh token from the endpoint's [`Renew`], off the async threads.
+async fn renew(endpoint: &Endpoint) -> Result<String> {
+    let Some(Renew(get)) = endpoint.renew.clone() else { bail!("the token cannot be renewed") };
+    tracing::info!("the API refused the token; getting a fresh one");
+    tokio::task::spawn_blocking(move || get()).await.context("renewing the token")?
 }

@@ -2,11 +2,12 @@
 //! bounded in time), gRPC reflection of `trainyard.v1`, and a graceful stop.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_stream::wrappers::ReceiverStream;
@@ -19,6 +20,10 @@ use super::v1;
 
 /// Longest a client may take over its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Handshakes under way at once; past them, accepting waits (the backlog holds the rest), so
+/// idle connections cannot use up the process's file descriptors.
+const HANDSHAKES_AT_ONCE: usize = 256;
 
 /// Serves `api` (and reflection) on `listener` until `stop` resolves; plain text without `tls`.
 pub async fn serve(
@@ -50,8 +55,13 @@ pub async fn serve(
 fn handshaken(listener: TcpListener, tls: ServerTls) -> ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
     let acceptor = TlsAcceptor::from(tls.config);
     let (tx, rx) = mpsc::channel(64);
+    let slots = Arc::new(Semaphore::new(HANDSHAKES_AT_ONCE));
     tokio::spawn(async move {
         loop {
+            let slot = tokio::select! {
+                slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+                () = tx.closed() => return,
+            };
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
                 () = tx.closed() => return,
@@ -68,6 +78,7 @@ fn handshaken(listener: TcpListener, tls: ServerTls) -> ReceiverStream<std::io::
             let _ = tcp.set_nodelay(true);
             let (acceptor, tx) = (acceptor.clone(), tx.clone());
             tokio::spawn(async move {
+                let _slot = slot;
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;

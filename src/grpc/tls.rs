@@ -14,7 +14,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 
-/// How often a handshake may look at the files again: a stat-free read of two small files.
+/// How often a handshake may look at the files again (a read of two small files).
 const RECHECK: Duration = Duration::from_secs(1);
 
 /// The server side of the API's TLS.
@@ -40,7 +40,12 @@ impl ServerTls {
         let reloading = Reloading {
             cert: cert.to_path_buf(),
             key: key.to_path_buf(),
-            state: Mutex::new(Loaded { pems: (cert_pem, key_pem), key: Arc::new(certified), checked: Instant::now() }),
+            state: Mutex::new(Loaded {
+                pems: (cert_pem, key_pem),
+                key: Arc::new(certified),
+                checked: Instant::now(),
+                rejected: None,
+            }),
         };
         ServerTls::with(Arc::new(reloading))
     }
@@ -103,27 +108,45 @@ struct Loaded {
     pems: (Vec<u8>, Vec<u8>),
     key: Arc<CertifiedKey>,
     checked: Instant,
+    /// The last files' bytes found unusable, not tried again until they change.
+    rejected: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 impl ResolvesServerCert for Reloading {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let (served, due) = {
+            let mut loaded = self.state.lock().ok()?;
+            let due = loaded.checked.elapsed() >= RECHECK;
+            if due {
+                loaded.checked = Instant::now();
+            }
+            (loaded.key.clone(), due)
+        };
+        if !due {
+            return Some(served);
+        }
+        // Read and parsed without the lock: other handshakes go on with the identity served.
+        let pems = match read_pair(&self.cert, &self.key) {
+            Ok(pems) => pems,
+            Err(e) => {
+                tracing::warn!(error = %e, "the API certificate cannot be read; serving the last one");
+                return Some(served);
+            }
+        };
         let mut loaded = self.state.lock().ok()?;
-        if loaded.checked.elapsed() >= RECHECK {
-            loaded.checked = Instant::now();
-            // The kubelet swaps both files at once; a half-written pair fails to match and is
-            // tried again at the next check.
-            match read_pair(&self.cert, &self.key) {
-                Ok(pems) if pems != loaded.pems => match certified(&pems.0, &pems.1) {
-                    Ok(key) => {
-                        tracing::info!(cert = %self.cert.display(), "serving the renewed API certificate");
-                        (loaded.pems, loaded.key) = (pems, Arc::new(key));
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "the changed API certificate is not usable; serving the last one")
-                    }
-                },
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "the API certificate cannot be read; serving the last one"),
+        if pems == loaded.pems || loaded.rejected.as_ref() == Some(&pems) {
+            return Some(loaded.key.clone());
+        }
+        // The kubelet swaps both files at once; a pair that does not belong together is told
+        // once and tried again only when the files change again.
+        match certified(&pems.0, &pems.1) {
+            Ok(key) => {
+                tracing::info!(cert = %self.cert.display(), "serving the renewed API certificate");
+                (loaded.pems, loaded.key, loaded.rejected) = (pems, Arc::new(key), None);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the changed API certificate is not usable; serving the last one");
+                loaded.rejected = Some(pems);
             }
         }
         Some(loaded.key.clone())

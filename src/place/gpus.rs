@@ -109,12 +109,12 @@ pub(super) fn place_gpus(args: &PlaceArgs) -> Result<Answer> {
         text.push('\n');
         text.push_str(e);
     }
-    let placements = vec![placement_out(&cluster, policy, &placement)];
+    let placements = vec![placement_out(&cluster, policy.name(), &placement)];
     Ok(Answer { text, cluster: cluster_out, request: gang, placements, explanation })
 }
 
 /// A placement as data, each pod with its host, GPU indices and devices where known.
-fn placement_out(cluster: &Cluster, policy: PlacementPolicy, p: &Placement) -> PlacementOut {
+fn placement_out(cluster: &Cluster, policy: &str, p: &Placement) -> PlacementOut {
     let pods = p
         .hosts
         .iter()
@@ -138,7 +138,7 @@ fn placement_out(cluster: &Cluster, policy: PlacementPolicy, p: &Placement) -> P
         })
         .collect();
     PlacementOut {
-        policy: policy.name().to_string(),
+        policy: policy.to_string(),
         fits: true,
         path: Some(path_name(p.path)),
         gap: p.gap(),
@@ -198,7 +198,13 @@ fn compare_policies(cluster: &mut Cluster, request: &PlacementRequest) -> (Strin
                     within,
                     counts.join(" / ")
                 ));
-                placements.push(placement_out(cluster, policy, &p));
+                // Allocated on a copy, so that every policy sees the same free capacity and each
+                // one's pods get their GPU indices and devices.
+                let (mut trial, mut p) = (cluster.clone(), p);
+                match trial.allocate_placement(&mut p) {
+                    Ok(()) => placements.push(placement_out(&trial, policy.name(), &p)),
+                    Err(_) => placements.push(placement_out(cluster, policy.name(), &p)),
+                }
             }
             Err(f) => {
                 let reason = describe_failure(&f);
@@ -303,22 +309,13 @@ fn place_joint(
     let counts: Vec<String> =
         topo.levels().iter().zip(&spans.per_level).map(|(level, n)| format!("{n} {level}")).collect();
     text.push_str(&format!("spans {}; cost {}\n", counts.join(", "), p.cost));
-    let mut pods = Vec::new();
-    for (set, hosts) in request.sets.iter().zip(&p.sets) {
-        for &host in hosts {
-            pods.push(PodOut { set: Some(set.name.clone()), ..PodOut::on(cluster, pods.len(), host) });
-        }
+    let sets: Vec<&str> =
+        request.sets.iter().zip(&p.sets).flat_map(|(set, hosts)| vec![set.name.as_str(); hosts.len()]).collect();
+    let mut placed = p.into_placement(&request);
+    cluster.allocate_placement(&mut placed)?;
+    let mut placement = placement_out(cluster, "joint", &placed);
+    for (pod, set) in placement.pods.iter_mut().zip(sets) {
+        pod.set = Some(set.to_string());
     }
-    let placement = PlacementOut {
-        policy: "joint".into(),
-        fits: true,
-        path: Some(path_name(p.path)),
-        gap: p.gap(),
-        within: domain,
-        cost: Some(p.cost),
-        spans: span_counts(cluster, p.sets.iter().flatten().copied()),
-        pods,
-        ..PlacementOut::default()
-    };
     Ok(Answer { text, cluster: cluster_out, request: gang, placements: vec![placement], explanation: None })
 }

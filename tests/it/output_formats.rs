@@ -113,6 +113,19 @@ fn place_as_data_names_every_pod_its_host_and_gpus() {
     assert!(wide.starts_with(&table), "wide is the table and more:\n{wide}");
     assert!(wide.contains("POD   HOST     DOMAIN"), "{wide}");
 
+    // Pod sets and compared policies are allocated too: their pods have GPU indices.
+    let sets = ["place", "--pod-set", "leader:1x1", "--pod-set", "workers:2x8", "--intra-node", "aws-p4d"];
+    let answer = json_and_yaml_agree(&sets);
+    let gpus = |pod: &Value| pod["gpus"].as_array().map_or(0, Vec::len);
+    let pods = answer["placements"][0]["pods"].as_array().unwrap();
+    let by_set: Vec<(&str, usize)> = pods.iter().map(|p| (p["set"].as_str().unwrap(), gpus(p))).collect();
+    assert_eq!(by_set, [("leader", 1), ("workers", 8), ("workers", 8)]);
+    let compared =
+        json_and_yaml_agree(&["place", "--pods", "2", "--gpus", "4", "--policy", "all", "--intra-node", "aws-p4d"]);
+    for p in compared["placements"].as_array().unwrap() {
+        assert!(p["pods"].as_array().unwrap().iter().all(|pod| gpus(pod) == 4), "{p}");
+    }
+
     // Every policy, fitting or not, is one entry; a gang too big for any is a reason, not an error.
     let all = json_and_yaml_agree(&["place", "--pods", "80", "--gpus", "8", "--policy", "all"]);
     let placements = all["placements"].as_array().unwrap();

@@ -111,7 +111,7 @@ fn exec_kubeconfig(dir: &TempDir, port: u16, command: &str, who: &str) -> String
     dir.write(
         &format!("kubeconfig-{who}"),
         &format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: lab\nclusters:\n- name: lab\n  cluster: {{server: \"https://kube.invalid:6443\"}}\nusers:\n- name: sso\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {command}\n      env: [{{name: WHO, value: {who}}}]\n      provideClusterInfo: true\n      interactiveMode: IfAvailable\n      installHint: install the lab login helper\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: sso\n    namespace: team\n    extensions:\n    - name: trainyard\n      extension: {{server: \"https://localhost:{port}\", certificate-authority: {ca}}}\n"
+            "apiVersion: v1\nkind: Config\ncurrent-context: lab\nclusters:\n- name: lab\n  cluster: {{server: \"https://kube.invalid:6443\", certificate-authority: {ca}}}\nusers:\n- name: sso\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {command}\n      env: [{{name: WHO, value: {who}}}]\n      provideClusterInfo: true\n      interactiveMode: IfAvailable\n      installHint: install the lab login helper\ncontexts:\n- name: lab\n  context:\n    cluster: lab\n    user: sso\n    namespace: team\n    extensions:\n    - name: trainyard\n      extension: {{server: \"https://localhost:{port}\", certificate-authority: {ca}}}\n"
         ),
     )
 }
@@ -125,7 +125,20 @@ async fn a_kubeconfig_exec_plugin_gives_the_token_as_kubectl_runs_it() {
     // The helper checks what kubectl would tell it, then answers an ExecCredential for $WHO.
     let login = dir.write(
         "bin/login",
-        "#!/bin/sh\ncase \"$KUBERNETES_EXEC_INFO\" in\n  *'\"kind\":\"ExecCredential\"'*'\"server\":\"https://kube.invalid:6443\"'*'\"interactive\":false'*) ;;\n  *) echo \"unexpected exec info: $KUBERNETES_EXEC_INFO\" >&2; exit 3 ;;\nesac\n[ \"$WHO\" = nobody ] && exit 1\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s-token\"}}' \"$WHO\"\n",
+        r#"#!/bin/sh
+info="$KUBERNETES_EXEC_INFO"
+for want in '"kind":"ExecCredential"' '"server":"https://kube.invalid:6443"' '"interactive":false' '"certificate-authority-data":"'; do
+  case "$info" in *"$want"*) ;; *) echo "exec info lacks $want: $info" >&2; exit 3 ;; esac
+done
+[ "$WHO" = nobody ] && exit 1
+# The first login of `rotating` gives a token the cluster no longer takes, later ones a good one.
+if [ "$WHO" = rotating ]; then
+  n=$(cat "$0.calls" 2>/dev/null || echo 0)
+  echo $((n + 1)) > "$0.calls"
+  if [ "$n" = 0 ]; then WHO=stolen; else WHO=alice; fi
+fi
+printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"%s-token"}}' "$WHO"
+"#,
     );
     std::fs::set_permissions(&login, std::fs::Permissions::from_mode(0o755)).unwrap();
     let port = replica.addr.port();
@@ -144,6 +157,13 @@ async fn a_kubeconfig_exec_plugin_gives_the_token_as_kubectl_runs_it() {
         "bin/missing: cannot run it",
         "install the lab login helper",
     ]);
+    // A watch whose first token is refused logs in again, as kubectl does on a 401.
+    let mut watch = get(exec_kubeconfig(&dir, port, "bin/login", "rotating"));
+    watch.splice(0..2, ["watch".to_string(), "--count".into(), "3".into()]);
+    let out = run(watch).await;
+    out.assert_success();
+    assert_eq!(out.stdout.lines().filter(|l| l.contains("initial")).count(), 3, "{}", out.stdout);
+    assert_eq!(std::fs::read_to_string(dir.path("bin/login.calls")).unwrap().trim(), "2", "one renewal");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

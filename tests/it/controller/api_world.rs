@@ -268,6 +268,7 @@ pub fn endpoint(addr: SocketAddr, token: &str) -> Endpoint {
         ca_pem: world_certificates().0.into_bytes(),
         tls_name: None,
         token: token.to_string(),
+        renew: None,
     }
 }
 
