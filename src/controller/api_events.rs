@@ -3,7 +3,7 @@
 //! them and each stream numbers its own.
 
 use super::live::{Changed, Live};
-use super::queries::{job_ref, job_view};
+use super::queries::{job_ref, job_view, label_queue};
 use super::scheduler::Decision;
 use crate::grpc::v1;
 use v1::event::Kind;
@@ -36,11 +36,7 @@ pub fn events_of(live: &Live, changed: &Changed, leader: &str, at: u64) -> Vec<v
                     job
                 }
             };
-            // An ended gang's entry has no intent left to name its queue; its label (kept a cycle
-            // past its deletion) does, so that a watch of the queue sees the end.
-            if job.queue.is_empty() {
-                job.queue = live.queue_label(key).unwrap_or_default().to_string();
-            }
+            label_queue(live, key, &mut job);
             let mut event =
                 v1::Event { job: Some(job), sequence: 0, leader: leader.to_string(), at, ..Default::default() };
             event.set_kind(kind_of(decision.as_ref()));

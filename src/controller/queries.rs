@@ -80,14 +80,21 @@ pub fn job_ref(key: &str) -> v1::JobRef {
     v1::JobRef { namespace: namespace.to_string(), name: name.to_string() }
 }
 
-/// A TrainJob as the live picture shows it: [`job_view`] of its entry and decision, with the
-/// queue its label names where the entry has no intent to take it from (ended, or a bad spec).
+/// A TrainJob as the live picture shows it: [`job_view`] of its entry and decision, its queue
+/// filled in by [`label_queue`].
 pub fn live_job_view(live: &Live, entry: &JobEntry) -> v1::Job {
     let mut job = job_view(entry, live.decision(&entry.key));
-    if job.queue.is_empty() {
-        job.queue = live.queue_label(&entry.key).unwrap_or_default().to_string();
-    }
+    label_queue(live, &entry.key, &mut job);
     job
+}
+
+/// The queue the TrainJob's label names, where the view has none: an entry with no intent left
+/// (ended, suspended, a bad spec) or none at all (deleted up to a cycle ago) cannot name it, and
+/// a list or watch of the queue must still show the job.
+pub fn label_queue(live: &Live, key: &str, job: &mut v1::Job) {
+    if job.queue.is_empty() {
+        job.queue = live.queue_label(key).unwrap_or_default().to_string();
+    }
 }
 
 /// A TrainJob as the API shows it: what it asks for, and the loop's last word on it.

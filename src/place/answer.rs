@@ -173,6 +173,11 @@ pub fn within(cluster: &Cluster, depth: u8, domain: DomainId) -> Option<String> 
     (depth > 0).then(|| format!("{} {}", topo.level_name(domain), topo.path(domain)))
 }
 
+/// [`within`] in words: `within LEVEL PATH`, or `across the whole cluster`.
+pub fn within_words(cluster: &Cluster, depth: u8, domain: DomainId) -> String {
+    within(cluster, depth, domain).map_or_else(|| "across the whole cluster".to_string(), |d| format!("within {d}"))
+}
+
 /// The search that found a placement, in lower case.
 pub fn path_name(path: SearchPath) -> String {
     format!("{path:?}").to_lowercase()

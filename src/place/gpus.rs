@@ -11,7 +11,7 @@ use trainyard_topology::{
     PlacementRequest, Resources, Spans, TopologyRequest,
 };
 
-use super::answer::{Answer, ClusterOut, Load, PlacementOut, PodOut, path_name, span_counts, within};
+use super::answer::{Answer, ClusterOut, Load, PlacementOut, PodOut, path_name, span_counts, within, within_words};
 use super::{PlaceArgs, describe_failure, fill, parse_pod_set, parse_slice, read_layout};
 
 /// The gang of `--pods` x `--gpus` (or `--pod-set`s) on the cluster.
@@ -158,10 +158,7 @@ fn describe_placement(cluster: &Cluster, policy: PlacementPolicy, p: &Placement)
         Some(gap) => format!("gap {gap}"),
         None => "optimality not checked".to_string(),
     };
-    let within = match within(cluster, p.depth, p.domain) {
-        Some(domain) => format!("within {domain}"),
-        None => "across the whole cluster".to_string(),
-    };
+    let within = within_words(cluster, p.depth, p.domain);
     let mut text = format!(
         "placement ({policy}, {:?} path, {optimal}): {} pod(s) on {} host(s) {within}\n",
         p.path,
@@ -286,11 +283,7 @@ fn place_joint(
         Some(gap) => format!("gap {gap}"),
         None => "not proven optimal".to_string(),
     };
-    let domain = within(cluster, p.depth, p.domain);
-    let within_text = match &domain {
-        Some(domain) => format!("within {domain}"),
-        None => "across the whole cluster".to_string(),
-    };
+    let within_text = within_words(cluster, p.depth, p.domain);
     text.push_str(&format!("placement ({:?} path, {optimal}) {within_text}\n", p.path));
     for (set, hosts) in request.sets.iter().zip(&p.sets) {
         let mut per_host: Vec<(HostId, u32)> = Vec::new();
