@@ -18,7 +18,8 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
+    let stream =
+        reflector(writer, watcher(api, config)).backoff(super::retry::WatchBackoff::default()).touched_objects();
     (
         reader,
         stream.for_each(|event| async move {
@@ -38,7 +39,8 @@ pub fn dynamic_cache(
     let api: Api<DynamicObject> = Api::all_with(client, &ar);
     let writer = reflector::store::Writer::new(ar);
     let reader = writer.as_reader();
-    let stream = reflector(writer, watcher(api, config)).default_backoff().touched_objects();
+    let stream =
+        reflector(writer, watcher(api, config)).backoff(super::retry::WatchBackoff::default()).touched_objects();
     (
         reader,
         stream.for_each(|event| async move {

@@ -45,7 +45,8 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     tokio::spawn(async move {
-        let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut events =
+            watcher(api, watcher::Config::default()).backoff(super::retry::WatchBackoff::default()).boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(e) => {
@@ -73,7 +74,8 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = kube::runtime::reflector::store();
-    let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
+    let stream = kube::runtime::reflector(writer, watcher(api, watcher::Config::default()))
+        .backoff(super::retry::WatchBackoff::default());
     tokio::spawn(stream.for_each(move |event| {
         let changed = changed.clone();
         async move {

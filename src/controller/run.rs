@@ -30,7 +30,7 @@ use super::intent::IntentContext;
 use super::lease::LeaseLock;
 use super::live::Change;
 use super::metrics::Metrics;
-use super::plan::{Action, Inputs, Mode, plan};
+use super::plan::{Action, Inputs, Mode, SecretSeen, WorkloadView, judge_ssh_secret, plan};
 use super::scheduler::Decision;
 use super::slurm_run::SlurmLink;
 use super::snapshot::{Runtimes, intent_of};
@@ -91,6 +91,13 @@ pub enum ReconcileError {
     /// A step failed: the API server or Slurm refused or did not answer.
     #[error(transparent)]
     Act(#[from] ActError),
+}
+
+impl ReconcileError {
+    /// Whether the API server was away rather than refusing (tried again within seconds).
+    pub fn transient(&self) -> bool {
+        matches!(self, ReconcileError::Act(ActError::Kube(e)) if super::retry::transient(e))
+    }
 }
 
 /// What reconciles render intents with, as the scheduling task last had it.
@@ -293,15 +300,22 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     // The planner deletes and re-applies by what these caches show; acting on empty ones would
     // clear admissions without deleting their JobSets, or re-apply running ones.
     ctx.configmaps.wait_until_ready().await?;
+    // Each trigger watch has its own backoff and keeps its errors to itself: kube's shared
+    // trigger stream would otherwise pause every trigger (the scheduling loop's too) for one
+    // backoff per failing watch, tens of seconds after an API server restart.
+    let (jobs_reader, jobs_writer) = kube::runtime::reflector::store::<TrainJob>();
     let jobs_api = Api::<TrainJob>::all(client.clone());
-    let mut controller = Controller::new(jobs_api, watcher::Config::default())
-        .owns_with(
-            Api::<DynamicObject>::all_with(client.clone(), &jobset_ar),
-            jobset_ar.clone(),
-            watcher::Config::default(),
-        )
+    let trainjobs =
+        quiet_triggers(kube::runtime::reflector(jobs_writer, watcher(jobs_api, watcher::Config::default())));
+    let dynamic = |ar: &kube::api::ApiResource| {
+        quiet_triggers(watcher(Api::<DynamicObject>::all_with(client.clone(), ar), watcher::Config::default()))
+    };
+    let gang_pods =
+        quiet_triggers(watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(GANG_LABEL)));
+    let mut controller = Controller::for_stream(trainjobs, jobs_reader)
+        .owns_stream_with(dynamic(&jobset_ar), jobset_ar.clone())
         // A gang pod appearing (gated) or changing brings its TrainJob's reconcile, which binds it.
-        .watches(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(GANG_LABEL), |pod: Pod| {
+        .watches_stream(gang_pods, |pod: Pod| {
             let ns = pod.metadata.namespace.clone().unwrap_or_default();
             pod.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)).map(|gang| ObjectRef::new(gang).within(&ns))
         })
@@ -312,11 +326,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
             async move { stop.notified().await }
         });
     if ctx.lws.is_some() {
-        controller = controller.owns_with(
-            Api::<DynamicObject>::all_with(client.clone(), &lws_ar),
-            lws_ar.clone(),
-            watcher::Config::default(),
-        );
+        controller = controller.owns_stream_with(dynamic(&lws_ar), lws_ar.clone());
     }
     health.ready.store(true, Ordering::Relaxed);
     let _ = serving_tx.send(true);
@@ -393,6 +403,23 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// A watch's touched objects as reconcile triggers: reconnected on its own backoff (at most a
+/// second or two apart while the API server is away), its errors logged and left out.
+fn quiet_triggers<K: Send + 'static>(
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+    use kube::runtime::WatchStreamExt;
+    events.backoff(super::retry::WatchBackoff::default()).touched_objects().filter_map(|r| async move {
+        match r {
+            Ok(object) => Some(Ok(object)),
+            Err(e) => {
+                tracing::warn!(error = %e, "trigger watch failed; retrying");
+                None
+            }
+        }
+    })
+}
+
 /// An mpsc receiver as a stream.
 fn tokio_stream_from<T: Send + 'static>(mut rx: mpsc::UnboundedReceiver<T>) -> impl futures::Stream<Item = T> + Send {
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
@@ -451,6 +478,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         .map(|p| pod_view(p))
         .collect();
     let hostfile_exists = ctx.configmaps.get(&ObjectRef::new(&format!("{name}-mpi-hostfile")).within(&ns)).is_some();
+    let ssh_secret = look_at_ssh_secret(&ctx, &job, runtime, workload.as_ref()).await?;
     let uid = job.metadata.uid.clone().unwrap_or_default();
     let decision =
         ctx.decisions.lock().expect("lock").get(&job.key()).filter(|(u, _)| *u == uid).map(|(_, d)| d.clone());
@@ -472,6 +500,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         arrival,
         devices: ctx.settings.devices,
         start_timeout: ctx.settings.start_timeout,
+        ssh_secret,
     };
     let actions = plan(&inputs);
     if !actions.is_empty() {
@@ -509,6 +538,37 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now, on_slurm))))
 }
 
+/// The SSH key Secret of an MPI gang that may launch now (standalone, not finished, its JobSet
+/// absent or suspended), by its metadata alone: the key itself is never read.
+async fn look_at_ssh_secret(
+    ctx: &Ctx,
+    job: &TrainJob,
+    runtime: Option<&trainyard_bridges::trainer::TrainingRuntime>,
+    workload: Option<&WorkloadView>,
+) -> Result<Option<SecretSeen>, ReconcileError> {
+    let mpi = runtime.and_then(|r| r.spec.ml_policy.as_ref()).is_some_and(|m| m.mpi.is_some());
+    let finished = job.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            (c.type_ == super::conditions::COMPLETE || c.type_ == super::conditions::FAILED) && c.status == "True"
+        })
+    });
+    if !mpi
+        || ctx.settings.mode != Mode::Standalone
+        || finished
+        || job.metadata.deletion_timestamp.is_some()
+        || workload.is_some_and(|w| !w.suspended)
+    {
+        return Ok(None);
+    }
+    let (ns, name) =
+        (job.metadata.namespace.clone().unwrap_or_default(), job.metadata.name.clone().unwrap_or_default());
+    let secret = format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX);
+    let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(ctx.actor.client().clone(), &ns);
+    let meta = api.get_metadata_opt(&secret).await.map_err(|e| ReconcileError::from(ActError::Kube(e)))?;
+    let meta = meta.map(|m| serde_json::to_value(&m.metadata).unwrap_or_default());
+    Ok(Some(judge_ssh_secret(meta.as_ref(), &ns, &secret, &name, job.metadata.uid.as_deref().unwrap_or_default())))
+}
+
 /// Seconds until this TrainJob should be looked at again without an event: soon while an
 /// admitted gang has pods not yet bound (a missed pod event must not strand them), at its
 /// `activeDeadlineSeconds` when that comes first, else a slow resync.
@@ -535,12 +595,39 @@ fn error_policy(job: Arc<TrainJob>, error: &ReconcileError, ctx: Arc<Ctx>) -> Re
     let mut failures = ctx.failures.lock().expect("lock");
     let n = failures.entry(job.key()).or_insert(0);
     *n += 1;
-    let delay = backoff(*n);
+    let delay = super::retry::after(*n, error.transient());
     tracing::warn!(job = %job.key(), error = %error, retry_in_s = delay.as_secs(), "reconcile failed");
     Requeue::requeue(delay)
 }
 
 /// Exponential backoff: 1 s, 2 s, 4 s ... capped at 5 minutes.
 pub fn backoff(failures: u32) -> Duration {
-    Duration::from_secs(1u64.checked_shl(failures.saturating_sub(1)).unwrap_or(u64::MAX).min(300))
+    super::retry::after(failures, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trigger watch's errors (the API server away, 410 Expired) never reach the controller's
+    /// shared trigger stream, whose one backoff would hold every trigger up; its objects do.
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_trigger_watch_keeps_its_errors_to_itself() {
+        let expired =
+            || Err(watcher::Error::WatchError(Box::new(kube::core::Status { code: 410, ..Default::default() })));
+        let job = || TrainJob::new("j", Default::default());
+        let events = futures::stream::iter(vec![
+            expired(),
+            expired(),
+            Ok(watcher::Event::Apply(job())),
+            expired(),
+            Ok(watcher::Event::Delete(job())),
+        ]);
+        let started = tokio::time::Instant::now();
+        let out: Vec<_> = quiet_triggers(events).collect().await;
+        assert_eq!(out.len(), 2, "the two objects, no error");
+        assert!(out.iter().all(Result::is_ok));
+        // Three failures waited out (100 ms, 200 ms, then 100 ms again after the event reset it).
+        assert_eq!(started.elapsed(), Duration::from_millis(400));
+    }
 }

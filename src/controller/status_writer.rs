@@ -107,7 +107,7 @@ impl StatusWriter {
         pending: Pending,
         result: Result<Result<(), kube::Error>, tokio::time::error::Elapsed>,
     ) {
-        let error = match result {
+        let (error, transient) = match result {
             Ok(Ok(())) => return,
             // The object went: nothing to write any more.
             Ok(Err(kube::Error::Api(s))) if s.is_not_found() => return,
@@ -115,12 +115,14 @@ impl StatusWriter {
                 tracing::error!(?target, error = %s, "status refused; not written");
                 return;
             }
-            Ok(Err(e)) => e.to_string(),
-            Err(_) => format!("no answer in {} s", WRITE_TIMEOUT.as_secs()),
+            Ok(Err(e)) => (e.to_string(), super::retry::transient(&e)),
+            Err(_) => (format!("no answer in {} s", WRITE_TIMEOUT.as_secs()), true),
         };
         let failures = pending.failures + 1;
         tracing::warn!(?target, error = %error, failures, "status not written; retrying");
-        let wait = super::run::backoff(failures).min(Duration::from_secs(30));
+        // While the API server is away, the write is tried again every couple of seconds, so
+        // that conditions follow within moments of its return.
+        let wait = super::retry::after(failures, transient).min(Duration::from_secs(30));
         let not_before = Some(tokio::time::Instant::now() + wait);
         // A newer status sent meanwhile wins over the one that failed.
         self.inner.pending.lock().expect("lock").entry(target).or_insert(Pending {

@@ -20,11 +20,23 @@ enum Op {
     Cordon(u8, bool),
     NotReady(u8, bool),
     Taint(u8, bool),
-    Foreign { pod: u8, node: u8, gpus: u64 },
+    Foreign {
+        pod: u8,
+        node: u8,
+        gpus: u64,
+    },
     ForeignGone(u8),
-    Submit { job: u8, pods: u32, gpus: u64 },
+    Submit {
+        job: u8,
+        pods: u32,
+        gpus: u64,
+    },
     Finish(u8),
     Relist,
+    /// The watches break: what follows reaches the objects but not the live picture.
+    Outage,
+    /// Every watch lists again, in this order of kinds, after an outage.
+    Recover([u8; 3]),
     Wait(u64),
 }
 
@@ -40,6 +52,8 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u8..8, 1u32..4, prop::sample::select(vec![2u64, 4, 8])).prop_map(|(job, pods, gpus)| Op::Submit { job, pods, gpus }),
         2 => (0u8..8).prop_map(Op::Finish),
         1 => (0u8..1).prop_map(|_| Op::Relist),
+        1 => Just(Op::Outage),
+        1 => Just(vec![0u8, 1, 2]).prop_shuffle().prop_map(|o| Op::Recover([o[0], o[1], o[2]])),
         1 => (1u64..120).prop_map(Op::Wait),
     ]
 }
@@ -152,6 +166,11 @@ fn step(h: &mut Harness, shapes: &mut [Option<Shape>; 6], gpus: &mut BTreeMap<St
             }
         }
         Op::Relist => h.relist(),
+        Op::Outage => h.missed = true,
+        Op::Recover(order) => {
+            h.missed = false;
+            h.relist_in(&order);
+        }
         Op::Wait(dt) => {
             h.advance(dt);
         }
@@ -173,6 +192,11 @@ proptest! {
         let mut gpus = BTreeMap::new();
         for op in &ops {
             step(&mut h, &mut shapes, &mut gpus, op);
+            // A controller whose watches are broken decides nothing anyone sees; it is held to
+            // the fresh start once every watch listed again, whatever their order.
+            if h.missed {
+                continue;
+            }
             let before = h.live.scheduling_loop().engine().cluster().overcommitted();
             h.cycle();
             let after = h.live.scheduling_loop().engine().cluster().overcommitted();
