@@ -189,6 +189,7 @@ fn main() -> Result<(), String> {
             arrival: None,
             devices: Default::default(),
             start_timeout: None,
+            ssh_secret: None,
         });
         if !actions.iter().any(|a| matches!(a, Action::Apply(v) if v["kind"] == "JobSet")) {
             return Err(format!("sample {s}: no JobSet in {actions:?}"));

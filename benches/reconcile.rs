@@ -72,6 +72,7 @@ fn inputs<'a>(
         arrival: None,
         devices: Default::default(),
         start_timeout: None,
+        ssh_secret: None,
     }
 }
 

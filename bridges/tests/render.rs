@@ -277,3 +277,46 @@ fn dra_gpus_set_the_mpi_slots_of_a_job_without_extended_gpus() {
     let hosts = trainyard_bridges::render_mpi_hostfile(&job, &rt.spec, &js).unwrap();
     assert!(hosts.contains("slots=1"), "{hosts}");
 }
+
+/// Trainer v2.4's MPI wiring: Open MPI 5's PRTE variables beside Open MPI 4's on the launcher
+/// (PRTE without fully qualified names), and the TrainJob's image on the launcher and the
+/// workers, while its command stays the launcher's (the workers keep their SSH server).
+#[test]
+fn mpi_gangs_run_the_trainjobs_image_everywhere_and_speak_to_open_mpi_5() {
+    let rt: TrainingRuntime = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.runtime.yaml")).unwrap();
+    let mut job: TrainJob = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.trainjob.yaml")).unwrap();
+    let trainer = job.spec.trainer.as_mut().unwrap();
+    trainer.image = Some("example.org/app:2".into());
+    trainer.command = Some(vec!["mpirun".into(), "python".into(), "train.py".into()]);
+    let js = render(&job, &rt).unwrap();
+    let node_of = |rjob: &str| {
+        let r = js.spec.replicated_jobs.iter().find(|r| r.name == rjob).unwrap();
+        r.template.spec.template.spec.containers.iter().find(|c| c.name == "node").unwrap().clone()
+    };
+    let (launcher, worker) = (node_of("launcher"), node_of("node"));
+    assert_eq!(launcher.image.as_deref(), Some("example.org/app:2"));
+    assert_eq!(worker.image.as_deref(), Some("example.org/app:2"));
+    assert_eq!(launcher.command.as_ref().unwrap()[0], "mpirun");
+    assert_eq!(worker.command.as_ref().unwrap()[0], "/usr/sbin/sshd");
+    let value = |name: &str| launcher.env.iter().find(|e| e.name == name).and_then(|e| e.value.clone());
+    assert_eq!(value("PRTE_MCA_prte_default_hostfile").as_deref(), Some("/etc/mpi/hostfile"));
+    assert_eq!(value("PRTE_MCA_prte_keep_fqdn_hostnames").as_deref(), Some("false"));
+    assert_eq!(value("PRTE_MCA_prte_set_default_slots"), value("OMPI_MCA_orte_set_default_slots"));
+    assert_eq!(value("PRTE_MCA_plm_ssh_args"), value("OMPI_MCA_plm_rsh_args"));
+    assert!(worker.env.iter().all(|e| !e.name.starts_with("PRTE_")), "the workers get no launcher variables");
+}
+
+/// The PRTE variables are trainyard's to set, as the ORTE ones are.
+#[test]
+fn prte_variables_are_reserved() {
+    let rt: TrainingRuntime = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.runtime.yaml")).unwrap();
+    let mut job: TrainJob = serde_saphyr::from_str(include_str!("fixtures/mpi_deepspeed.trainjob.yaml")).unwrap();
+    job.spec
+        .trainer
+        .as_mut()
+        .unwrap()
+        .env
+        .push(serde_json::from_value(json!({"name": "PRTE_MCA_plm_ssh_args", "value": "x"})).unwrap());
+    let err = render(&job, &rt).unwrap_err();
+    assert!(matches!(&err, RenderError::Forbidden { field, .. } if field.starts_with("spec.trainer.env[")), "{err}");
+}

@@ -1,6 +1,6 @@
 //! Carries out a plan against the API server: one request per step, in order, nothing decided here.
 
-use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
@@ -45,6 +45,9 @@ pub enum ActError {
         /// Slurm's own message.
         message: String,
     },
+    /// An MPI gang's SSH key could not be made.
+    #[error("{0}")]
+    Key(String),
     /// A Slurm step on a controller without a Slurm cluster.
     #[error("a Slurm step, but trainyard runs without --slurm")]
     NoSlurm,
@@ -100,6 +103,11 @@ impl Actor {
     pub fn new(client: Client, instance: Option<String>) -> Actor {
         let reporter = Reporter { controller: FIELD_MANAGER.to_string(), instance };
         Actor { recorder: Recorder::new(client.clone(), reporter), client, slurm: None, status: None }
+    }
+
+    /// The client it acts with.
+    pub fn client(&self) -> &Client {
+        &self.client
     }
 
     /// The same actor, handing TrainJob status to `writer` instead of writing it in line.
@@ -163,7 +171,12 @@ impl Actor {
                 let r = jobs
                     .patch(&name, &patch_params(), &Patch::Json::<()>(serde_json::from_value(patch).expect("a patch")))
                     .await;
-                ignore_not_found(r)?;
+                match r {
+                    // The `test` failed: the finalizers moved since this TrainJob was read (a
+                    // stale cache after a relist); plan again on the one the server shows.
+                    Err(kube::Error::Api(s)) if s.code == 422 => return Err(ActError::Conflict),
+                    other => ignore_not_found(other)?,
+                }
             }
             Action::RecordAdmission(record) => {
                 // The commit point: written only over the version the decision was planned on.
@@ -178,13 +191,13 @@ impl Actor {
             Action::Apply(object) => self.apply(object).await?,
             Action::Delete(target) => self.delete(target).await?,
             Action::Ungate(u) => self.ungate(&ns, u).await?,
-            Action::AllocateClaim { claim, node, results } => {
+            Action::AllocateClaim { claim, node, results, at } => {
                 let api = claims_api(&self.client, &ns);
                 let params = apply_params();
                 // The finalizer first: an allocation must never sit on a claim that can vanish.
                 let meta = super::plan::claim_metadata(&ns, claim, true);
                 ignore_not_found(api.patch(claim, &params, &Patch::Apply(&meta)).await.map(|_| ()))?;
-                let status = super::plan::allocation_status(&ns, claim, node, results);
+                let status = super::plan::allocation_status(&ns, claim, node, results, at);
                 ignore_not_found(api.patch_status(claim, &params, &Patch::Apply(&status)).await.map(|_| ()))?;
             }
             Action::ReleaseClaim { claim } => {
@@ -241,6 +254,24 @@ impl Actor {
                     Err(SlurmError::Refused { messages, .. })
                         if messages.iter().any(|m| m.contains("already completing or completed")) => {}
                     Err(e) => return Err(ActError::Slurm(e)),
+                }
+            }
+            Action::CreateSshSecret { name: secret } => {
+                let owner = json!({
+                    "apiVersion": TrainJob::api_version(&()), "kind": TrainJob::kind(&()), "name": name,
+                    "uid": job.uid().unwrap_or_default(), "controller": true, "blockOwnerDeletion": true,
+                });
+                let pair = super::ssh_key::KeyPair::generate().map_err(ActError::Key)?;
+                let body: Secret = serde_json::from_value(pair.secret(&ns, secret, &owner)).expect("a Secret");
+                let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &ns);
+                let params =
+                    kube::api::PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+                match secrets.create(&params, &body).await {
+                    // Made by a concurrent reconcile, or someone else's: the next look tells.
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    other => {
+                        other?;
+                    }
                 }
             }
             Action::Event { warning, reason, note } => {

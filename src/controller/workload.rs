@@ -22,6 +22,8 @@ pub struct Rendered {
     pub layout: GangLayout,
     /// kube-scheduler's Workload and PodGroup for the gang (when the server has the API).
     pub gang_objects: Vec<Value>,
+    /// The SSH key Secret its pods mount (MPI runtimes).
+    pub ssh_secret: Option<String>,
 }
 
 /// A namespaced object's identity, for deletes and lookups.
@@ -144,7 +146,9 @@ pub fn render(
             "data": {"hostfile": text},
         })
     });
-    Ok(Rendered { workload, hostfile, layout, gang_objects })
+    let mpi = runtime.spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
+    let ssh_secret = mpi.then(|| format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX));
+    Ok(Rendered { workload, hostfile, layout, gang_objects, ssh_secret })
 }
 
 /// The claims every gang pod template names by `resourceClaimName` (one object all the gang's

@@ -21,7 +21,7 @@ pub const TOPOLOGY_GATE: &str = "trainyard.io/topology";
 /// Pod label naming the gang a pod belongs to.
 pub const GANG_LABEL: &str = "trainyard.io/gang";
 /// Env prefixes only the controller may set.
-const RESERVED_ENV: [&str; 3] = ["PET_", "DMLC_", "OMPI_MCA_"];
+const RESERVED_ENV: [&str; 4] = ["PET_", "DMLC_", "OMPI_MCA_", "PRTE_MCA_"];
 
 /// Where trainyard put the gang, as far as the JobSet needs to know.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -167,6 +167,16 @@ pub fn render_jobset(
         claims::apply(pod, at, &trainer_spec.resource_claims_per_node);
     }
 
+    // Trainer v2.4: the image also replaces that of every `node` container of a replicated job
+    // that is no step at all (the MPI workers, which must run the launcher's image); command and
+    // args stay the trainer's, so the workers keep their SSH server.
+    if let Some(image) = &trainer_spec.image {
+        for rjob in spec.replicated_jobs.iter_mut().filter(|r| ancestor(r).is_empty()) {
+            if let Some(node) = node_container(rjob) {
+                node.image = Some(image.clone());
+            }
+        }
+    }
     for &i in &trainers {
         let rjob = &mut spec.replicated_jobs[i];
         let Some(node) = node_container(rjob) else { return Err(node_missing(&rjob.name)) };

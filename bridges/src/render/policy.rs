@@ -13,6 +13,10 @@ pub const HOSTFILE_DIR: &str = "/etc/mpi";
 pub const DEFAULT_SSH_PATH: &str = "/root/.ssh";
 const SSH_VOLUME: &str = "mpi-ssh-auth";
 const HOSTFILE_VOLUME: &str = "mpi-hostfile";
+/// Options of the launcher's SSH connections to the nodes (they may not be listening yet).
+const SSH_ARGS: &str = "-o ConnectionAttempts=10";
+/// Suffix of the SSH key Secret's name (`<trainjob>-mpi-ssh-auth`).
+pub const SSH_SECRET_SUFFIX: &str = "-mpi-ssh-auth";
 
 /// Rounds a CPU-style quantity (`"4"`, `"500m"`, `2.5`) up to whole units; `None` when unparsable.
 fn whole_units(q: &Value) -> Option<i64> {
@@ -127,13 +131,22 @@ pub fn mpi_slots(trainer: Option<&NumProcPerNode>, mpi: &MpiPolicy, gpus: i64) -
     }
 }
 
-/// The OpenMPI variables for the launcher's `node` container.
+/// The OpenMPI variables for the launcher's `node` container: ORTE's (Open MPI 4) and PRTE's
+/// (Open MPI 5, which ignores ORTE's silently and would run every rank on the launcher), as
+/// Trainer v2.4 sets them. PRTE must not keep fully qualified names: the hostfile's short pod
+/// names never match what PRTE resolves for itself, so with `runLauncherAsNode` it would try to
+/// reach its own entry over SSH.
 pub fn mpi_launcher_env(slots: i64) -> Vec<EnvVar> {
+    let hostfile = format!("{HOSTFILE_DIR}/hostfile");
     vec![
-        EnvVar::literal("OMPI_MCA_orte_default_hostfile", format!("{HOSTFILE_DIR}/hostfile")),
+        EnvVar::literal("OMPI_MCA_orte_default_hostfile", hostfile.clone()),
         EnvVar::literal("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
         EnvVar::literal("OMPI_MCA_orte_set_default_slots", slots.to_string()),
-        EnvVar::literal("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+        EnvVar::literal("OMPI_MCA_plm_rsh_args", SSH_ARGS),
+        EnvVar::literal("PRTE_MCA_prte_default_hostfile", hostfile),
+        EnvVar::literal("PRTE_MCA_prte_keep_fqdn_hostnames", "false"),
+        EnvVar::literal("PRTE_MCA_prte_set_default_slots", slots.to_string()),
+        EnvVar::literal("PRTE_MCA_plm_ssh_args", SSH_ARGS),
     ]
 }
 
@@ -149,7 +162,7 @@ pub fn mount_ssh(pod: &mut PodSpec, job_name: &str, mount_path: &str) {
     pod.ensure_volume(json!({
         "name": SSH_VOLUME,
         "secret": {
-            "secretName": format!("{job_name}-mpi-ssh-auth"),
+            "secretName": format!("{job_name}{SSH_SECRET_SUFFIX}"),
             "defaultMode": 0o400,
             "items": [
                 {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},

@@ -9,13 +9,17 @@
 //! made for it (the devices recorded in the admission, a node selector naming its host) and the
 //! allocator's delete-protection finalizer. kube-scheduler then only checks that the allocation's
 //! node selector admits the pod's node and reserves the claim for the pod at PreBind; it does not
-//! allocate again. trainyard must then be the only allocator of those pools. When the gang stops
+//! allocate again. The allocation carries its `allocationTimestamp`: kube-scheduler 1.36 (device
+//! binding conditions, beta and on) stamps an allocation that lacks one in the same status update
+//! that reserves the claim, and the API server refuses that update because an allocation is
+//! immutable once written, so the pod would never be bound. trainyard must then be the only allocator of those pools. When the gang stops
 //! before its pods were bound (preempted, requeued, suspended, deleted, or timed out starting),
 //! the allocations of claims whose pods were never bound are taken back: kube-controller-manager
 //! deallocates only claims that were reserved.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 
 use super::Action;
@@ -43,7 +47,9 @@ pub fn allocated_ungates(
     layout: &GangLayout,
     pods: &[PodView],
     ungates: Vec<Ungate>,
+    now: &Time,
 ) -> Vec<Action> {
+    let at = now.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     let by_name: BTreeMap<&str, &PodView> = pods.iter().map(|p| (p.name.as_str(), p)).collect();
     let mut out = Vec::new();
     for u in ungates {
@@ -59,9 +65,12 @@ pub fn allocated_ungates(
         for (template, results) in &recorded.claims {
             let name = template.rsplit_once('/').map_or(template.as_str(), |(_, n)| n);
             match pod.claims.iter().find(|c| c.template == name).and_then(|c| c.claim.clone()) {
-                Some(claim) => {
-                    writes.push(Action::AllocateClaim { claim, node: u.node.clone(), results: results.clone() })
-                }
+                Some(claim) => writes.push(Action::AllocateClaim {
+                    claim,
+                    node: u.node.clone(),
+                    results: results.clone(),
+                    at: at.clone(),
+                }),
                 None => ready = false,
             }
         }
@@ -93,10 +102,10 @@ pub fn releases(record: Option<&AdmissionRecord>, layout: Option<&GangLayout>, p
     out
 }
 
-/// The server-side apply body of a claim's `status.allocation`: the devices request by request
-/// and, the pools being node-local, a node selector naming the node by `metadata.name` (the form
-/// kube-scheduler writes).
-pub fn allocation_status(namespace: &str, claim: &str, node: &str, results: &[[String; 4]]) -> Value {
+/// The server-side apply body of a claim's `status.allocation`: the devices request by request,
+/// the pools being node-local a node selector naming the node by `metadata.name` (the form
+/// kube-scheduler writes), and when (`at`, RFC 3339).
+pub fn allocation_status(namespace: &str, claim: &str, node: &str, results: &[[String; 4]], at: &str) -> Value {
     let results: Vec<Value> = results
         .iter()
         .map(|[request, driver, pool, device]| json!({"request": request, "driver": driver, "pool": pool, "device": device}))
@@ -108,6 +117,7 @@ pub fn allocation_status(namespace: &str, claim: &str, node: &str, results: &[[S
         "status": {
             "allocation": {
                 "devices": {"results": results},
+                "allocationTimestamp": at,
                 "nodeSelector": {
                     "nodeSelectorTerms": [{
                         "matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}],

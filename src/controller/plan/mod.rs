@@ -6,9 +6,11 @@
 
 mod claims;
 mod slurm;
+mod ssh;
 
 pub use claims::{DELETE_PROTECTION, DeviceCommit, allocation_status, claim_metadata, released_status};
 pub use slurm::SLURM_REJECTED;
+pub use ssh::{SecretSeen, judge as judge_ssh_secret};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
@@ -85,6 +87,8 @@ pub struct Inputs<'a> {
     /// Seconds an admitted gang may take for all its pods to be bound before it is stopped and
     /// queued again (`None`: no limit).
     pub start_timeout: Option<u64>,
+    /// The MPI gang's SSH key Secret, when the reconciler looked (an MPI gang not launched yet).
+    pub ssh_secret: Option<SecretSeen>,
 }
 
 /// One step of a reconcile.
@@ -110,6 +114,12 @@ pub enum Action {
     Delete(ObjectRef),
     /// Bind one gated pod to its node and drop the gate.
     Ungate(Ungate),
+    /// Make the MPI gang's SSH key Secret (a new key pair, owned by the TrainJob), unless one of
+    /// that name exists.
+    CreateSshSecret {
+        /// The Secret (in the TrainJob's namespace).
+        name: String,
+    },
     /// Allocate mode: write a claim's allocation (and the delete-protection finalizer) for the
     /// devices recorded for its pod, on the pod's node.
     AllocateClaim {
@@ -119,6 +129,8 @@ pub enum Action {
         node: String,
         /// `[request, driver, pool, device]` per device.
         results: Vec<[String; 4]>,
+        /// When it is allocated (RFC 3339), written as the allocation's `allocationTimestamp`.
+        at: String,
     },
     /// Allocate mode: take back the allocation written on a claim whose pod was never bound.
     ReleaseClaim {
@@ -323,6 +335,16 @@ impl Planner<'_, '_> {
             self.want(Want::new(FAILED, true, "DeadlineExceeded", message), Some(true));
             return;
         }
+        if let Some(SecretSeen::Foreign(message)) = &self.inp.ssh_secret
+            && self.standalone()
+        {
+            self.delete_launched();
+            if record.is_some() {
+                self.actions.push(Action::ClearAdmission);
+            }
+            self.want(Want::new(FAILED, true, "SshSecretConflict", message.clone()), Some(true));
+            return;
+        }
         if !self.standalone() && record.is_none() && job.spec.0.suspend != Some(true) {
             let message = "create the TrainJob with spec.suspend: true so that trainyard admits it";
             self.want(Want::new(QUEUED, false, "NotSuspended", message), Some(true));
@@ -467,19 +489,30 @@ impl Planner<'_, '_> {
         }
     }
 
-    fn apply_rendered(&mut self, record: Option<&AdmissionRecord>, with_hostfile: bool) -> Option<Rendered> {
+    /// Applies the rendered workload; `launch` (not a suspension in place) first makes what its
+    /// pods mount, the MPI hostfile and SSH key Secret, so that no pod waits for a volume.
+    fn apply_rendered(&mut self, record: Option<&AdmissionRecord>, launch: bool) -> Option<Rendered> {
         let rendered = self.render(record)?;
+        if launch {
+            if let Some(secret) = &rendered.ssh_secret {
+                match self.inp.ssh_secret {
+                    Some(SecretSeen::Absent) => self.actions.push(Action::CreateSshSecret { name: secret.clone() }),
+                    // An earlier TrainJob's key is still being collected: launch once it is gone.
+                    Some(SecretSeen::Previous) => return None,
+                    _ => {}
+                }
+            }
+            if !self.inp.hostfile_exists
+                && let Some(cm) = &rendered.hostfile
+            {
+                self.actions.push(Action::Apply(cm.clone()));
+            }
+        }
         // The pod group must exist before its pods do, or kube-scheduler does not count them.
         for object in &rendered.gang_objects {
             self.actions.push(Action::Apply(object.clone()));
         }
         self.actions.push(Action::Apply(rendered.workload.clone()));
-        if with_hostfile
-            && !self.inp.hostfile_exists
-            && let Some(cm) = &rendered.hostfile
-        {
-            self.actions.push(Action::Apply(cm.clone()));
-        }
         Some(rendered)
     }
 
@@ -533,9 +566,13 @@ impl Planner<'_, '_> {
             let ungates = ungate(&layout, &slots, self.inp.pods);
             match self.inp.devices {
                 DeviceCommit::Delegate => self.actions.extend(ungates.into_iter().map(Action::Ungate)),
-                DeviceCommit::Allocate => {
-                    self.actions.extend(claims::allocated_ungates(record, &layout, self.inp.pods, ungates))
-                }
+                DeviceCommit::Allocate => self.actions.extend(claims::allocated_ungates(
+                    record,
+                    &layout,
+                    self.inp.pods,
+                    ungates,
+                    self.inp.now,
+                )),
             }
         }
         let message =

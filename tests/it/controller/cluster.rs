@@ -175,6 +175,9 @@ pub struct Harness {
     pub pods: BTreeMap<String, Pod>,
     pub jobs: BTreeMap<String, TrainJob>,
     runtimes: Arc<Runtimes>,
+    /// While set, changes reach the objects but not the live picture: its watches are broken
+    /// (an API server away, a frozen controller) and only a relist brings it up to date.
+    pub missed: bool,
 }
 
 fn settings(policy: &str) -> LiveSettings {
@@ -240,6 +243,7 @@ impl Harness {
             pods: BTreeMap::new(),
             jobs: BTreeMap::new(),
             runtimes,
+            missed: false,
         };
         for n in nodes {
             h.nodes.insert(n.metadata.name.clone().unwrap(), n.clone());
@@ -251,33 +255,33 @@ impl Harness {
     /// A node added or changed.
     pub fn node(&mut self, n: Node) {
         self.nodes.insert(n.metadata.name.clone().unwrap(), n.clone());
-        self.live.apply(Change::Node(Box::new(Event::Apply(n))), self.now);
+        self.deliver(Change::Node(Box::new(Event::Apply(n))));
     }
 
     pub fn delete_node(&mut self, name: &str) {
         let n = self.nodes.remove(name).expect("a known node");
-        self.live.apply(Change::Node(Box::new(Event::Delete(n))), self.now);
+        self.deliver(Change::Node(Box::new(Event::Delete(n))));
     }
 
     pub fn pod(&mut self, p: Pod) {
         self.pods.insert(p.metadata.uid.clone().unwrap(), p.clone());
-        self.live.apply(Change::Pod(Box::new(Event::Apply(p))), self.now);
+        self.deliver(Change::Pod(Box::new(Event::Apply(p))));
     }
 
     pub fn delete_pod(&mut self, uid: &str) {
         let p = self.pods.remove(uid).expect("a known pod");
-        self.live.apply(Change::Pod(Box::new(Event::Delete(p))), self.now);
+        self.deliver(Change::Pod(Box::new(Event::Delete(p))));
     }
 
     pub fn job(&mut self, j: TrainJob) {
         self.jobs.insert(j.metadata.uid.clone().unwrap(), j.clone());
-        self.live.apply(Change::Job(Box::new(Event::Apply(j))), self.now);
+        self.deliver(Change::Job(Box::new(Event::Apply(j))));
     }
 
     /// A TrainJob deleted (its finalizer gone), by name in `team`.
     pub fn delete_job(&mut self, name: &str) {
         let j = self.jobs.remove(&format!("uid-{name}")).expect("a known TrainJob");
-        self.live.apply(Change::Job(Box::new(Event::Delete(j))), self.now);
+        self.deliver(Change::Job(Box::new(Event::Delete(j))));
     }
 
     /// Runs a cycle `dt` seconds later and returns the decisions it changed; the arrival order of
@@ -358,6 +362,28 @@ impl Harness {
         let mut live = self.listed();
         live.cycle(self.now);
         live
+    }
+
+    /// A watch event, unless the watches are broken.
+    fn deliver(&mut self, change: Change) {
+        if !self.missed {
+            self.live.apply(change, self.now);
+        }
+    }
+
+    /// Relists the kinds in `order` (0 nodes, 1 pods, 2 TrainJobs), as watches that each
+    /// expired do, one after another.
+    pub fn relist_in(&mut self, order: &[u8]) {
+        for kind in order {
+            let changes = match kind {
+                0 => listed(Change::Node, &self.nodes.values().cloned().collect::<Vec<_>>()),
+                1 => listed(Change::Pod, &self.pods.values().cloned().collect::<Vec<_>>()),
+                _ => listed(Change::Job, &self.jobs.values().cloned().collect::<Vec<_>>()),
+            };
+            for c in changes {
+                self.live.apply(c, self.now);
+            }
+        }
     }
 
     /// Replays every kind as a relist would: `Init`, every object, `InitDone`.

@@ -81,6 +81,8 @@ pub struct World {
     pub devices: trainyard::controller::plan::DeviceCommit,
     /// Seconds the gang may take to have every pod bound.
     pub start_timeout: Option<u64>,
+    /// What the reconciler found of an MPI gang's SSH key Secret.
+    pub ssh_secret: Option<trainyard::controller::plan::SecretSeen>,
 }
 
 impl World {
@@ -99,6 +101,7 @@ impl World {
             arrival: None,
             devices: Default::default(),
             start_timeout: None,
+            ssh_secret: None,
         }
     }
 
@@ -139,6 +142,7 @@ impl World {
             arrival: self.arrival,
             devices: self.devices,
             start_timeout: self.start_timeout,
+            ssh_secret: self.ssh_secret.clone(),
         })
     }
 }
@@ -163,6 +167,7 @@ pub fn names(actions: &[Action]) -> Vec<String> {
             Action::Event { reason, .. } => format!("Event {reason}"),
             Action::SubmitSlurm(g) => format!("SubmitSlurm {}", g.gang),
             Action::CancelSlurm { gang } => format!("CancelSlurm {gang}"),
+            Action::CreateSshSecret { name } => format!("CreateSshSecret {name}"),
         })
         .collect()
 }

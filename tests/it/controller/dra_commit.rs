@@ -186,6 +186,9 @@ async fn an_allocation_is_the_finalizer_then_the_status_then_the_gate() {
                         "devices": {"results": [
                             {"request": "nic", "driver": "nic.example.com", "pool": "node-a", "device": "nic-0"},
                         ]},
+                        // Written with the allocation: kube-scheduler 1.36 would add it otherwise,
+                        // and an allocation is immutable, so the pod would never be bound.
+                        "allocationTimestamp": "2027-01-15T08:00:00Z",
                         "nodeSelector": {"nodeSelectorTerms": [
                             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-a"]}]},
                         ]},

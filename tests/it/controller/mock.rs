@@ -225,6 +225,23 @@ async fn a_record_on_a_changed_trainjob_is_refused_and_planned_again() {
 }
 
 #[tokio::test]
+async fn a_finalizer_that_moved_since_the_read_is_planned_again() {
+    let w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
+    // The `test` op of the JSON patch fails (422) when the cache the plan read was stale.
+    let (client, verifier) = scenario(
+        "finalizer-moved",
+        vec![
+            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
+                .content("application/json-patch+json")
+                .reply(StatusCode::UNPROCESSABLE_ENTITY, status_reply(422, "Invalid")),
+        ],
+    );
+    let err = Actor::new(client, None).run(&w.job, &[Action::RemoveFinalizer]).await.unwrap_err();
+    assert!(matches!(err, trainyard::controller::act::ActError::Conflict), "{err}");
+    verifier.await.unwrap();
+}
+
+#[tokio::test]
 async fn a_gate_already_removed_counts_as_done() {
     let w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
     let ungate = Ungate { pod: "p0".into(), node: "host-b".into(), gate_index: 0, has_node_selector: false };

@@ -2,7 +2,7 @@
 
 use trainyard::api::trainer::TrainJobStatus;
 use trainyard::api::{ADMISSION_ANNOTATION, REQUIRED_TOPOLOGY};
-use trainyard::controller::plan::{Action, Mode, PATCH_MANAGER, WorkloadView};
+use trainyard::controller::plan::{Action, Mode, PATCH_MANAGER, SecretSeen, WorkloadView};
 use trainyard::controller::scheduler::Decision;
 use trainyard_bridges::TOPOLOGY_GATE;
 
@@ -192,14 +192,61 @@ fn a_gang_larger_than_any_domain_is_reported_unschedulable_and_nothing_is_create
 }
 
 #[test]
-fn mpi_jobs_get_their_hostfile() {
+fn mpi_jobs_get_their_ssh_key_and_hostfile_before_the_jobset() {
     let mut w = World::new(with_finalizer(job(MPI_JOB)), MPI_RUNTIME);
     w.decision = Some(Decision::Admit(record(&[("host-a", 3)])));
+    w.ssh_secret = Some(SecretSeen::Absent);
     let actions = w.plan();
-    assert_eq!(names(&actions), vec!["RecordAdmission", "Event Admitted", "Apply JobSet", "Apply ConfigMap", "Status"]);
+    assert_eq!(
+        names(&actions),
+        vec![
+            "RecordAdmission",
+            "Event Admitted",
+            "CreateSshSecret ds-t5-mpi-ssh-auth",
+            "Apply ConfigMap",
+            "Apply JobSet",
+            "Status"
+        ]
+    );
     let Action::Apply(cm) = &actions[3] else { unreachable!() };
     assert_eq!(cm["metadata"]["name"], "ds-t5-mpi-hostfile");
     assert_eq!(cm["metadata"]["labels"]["trainyard.io/gang"], "ds-t5");
+}
+
+#[test]
+fn an_mpi_gang_whose_key_exists_makes_no_other() {
+    let mut w = World::new(with_finalizer(job(MPI_JOB)), MPI_RUNTIME);
+    w.decision = Some(Decision::Admit(record(&[("host-a", 3)])));
+    w.ssh_secret = Some(SecretSeen::Ours);
+    assert!(!names(&w.plan()).iter().any(|n| n.starts_with("CreateSshSecret")));
+}
+
+#[test]
+fn an_mpi_gang_waits_while_an_earlier_trainjobs_key_is_collected() {
+    let mut w = World::new(with_finalizer(job(MPI_JOB)), MPI_RUNTIME);
+    let r = record(&[("host-a", 3)]);
+    w.job.metadata.annotations.get_or_insert_with(Default::default).insert(ADMISSION_ANNOTATION.into(), r.encode());
+    w.decision = Some(Decision::Running);
+    w.ssh_secret = Some(SecretSeen::Previous);
+    let actions = w.plan();
+    assert!(
+        !names(&actions).iter().any(|n| n.starts_with("Apply") || n.starts_with("Create")),
+        "{:?}",
+        names(&actions)
+    );
+    w.ssh_secret = Some(SecretSeen::Absent);
+    assert!(names(&w.plan()).iter().any(|n| n.starts_with("CreateSshSecret")), "launched once it is gone");
+}
+
+#[test]
+fn a_secret_trainyard_did_not_make_fails_the_trainjob_and_is_left_alone() {
+    let mut w = World::new(with_finalizer(job(MPI_JOB)), MPI_RUNTIME);
+    w.decision = Some(Decision::Admit(record(&[("host-a", 3)])));
+    w.ssh_secret = Some(SecretSeen::Foreign("Secret ml/ds-t5-mpi-ssh-auth exists".into()));
+    let actions = w.plan();
+    assert_eq!(names(&actions), vec!["Event SshSecretConflict", "Status"]);
+    let failed = conditions(&actions).into_iter().find(|c| c.0 == "Failed");
+    assert_eq!(failed, Some(c("Failed", "True", "SshSecretConflict")));
 }
 
 #[test]
