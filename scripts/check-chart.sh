@@ -96,6 +96,8 @@ for want in '--api-bind=0.0.0.0:9443' '--api-rate=5' 'secretName: trainyard-api-
 done
 bites "api.enabled without its TLS Secret" "/api/tlsSecret': minLength" \
   "$chart" 1.34.0 api.enabled=true
+ok "ci/dra-allocate-values.yaml" --rbac-expect "$data/expected-rbac-allocate.yaml" "$chart" 1.36.0 \
+  "$chart/ci/dra-allocate-values.yaml"
 ok "ci/slurm-values.yaml" "${rbac[@]}" --manifest "$work/slurm.yaml" "$chart" 1.34.0 "$chart/ci/slurm-values.yaml"
 # Whole lines (indentation aside): a bare `- --slurm` must not be satisfied by `- --slurm-poll`.
 # A file, not a pipe: under pipefail, grep -q quitting early would fail the pipeline with SIGPIPE.
@@ -140,6 +142,14 @@ ok "both ci/ files merged" "${rbac[@]}" "$chart" 1.34.0 "$chart/ci/companion-val
   "$chart/ci/servicemonitor-values.yaml"
 ok "rbac.create=false, no ServiceAccount" "$chart" 1.34.0 rbac.create=false serviceAccount.create=false \
   serviceAccount.name=existing
+ok "charts/trainer-crds (Trainer's CRDs, for clusters without Trainer)" charts/trainer-crds 1.34.0
+# trainyard's own chart never ships Trainer's CRDs: Helm would apply them over Trainer's.
+if ls "$chart"/crds/trainer.* >/dev/null 2>&1; then
+  echo "FAIL  $chart/crds holds Trainer's CRDs"
+  failed=$((failed + 1))
+else
+  passed=$((passed + 1))
+fi
 ok "a CRD in crds/ and a valid custom resource" \
   "$(overlay crd-good crds/samples.yaml templates/sample-good.yaml)" 1.34.0
 
@@ -166,7 +176,7 @@ bites "scrape timeout over the interval" "scrapeTimeout exceeds the interval" "$
 bites "RBAC grants differ from the reviewed list" \
   "pods: grants ['patch']|leaderworkersets: grants|services: lacks ['get']" \
   --rbac-expect "$data/expected-rbac-narrow.yaml" "$chart"
-bites "wildcard and secrets in RBAC" "rules.1.verbs has a wildcard|rules.0 grants access to secrets" \
+bites "wildcard and listing Secrets in RBAC" "rules.1.verbs has a wildcard|rules.0 grants list on secrets" \
   "$(overlay wildcard templates/wildcard-rbac.yaml)"
 bites "binding cluster-admin" "binds the built-in ClusterRole cluster-admin" \
   "$(overlay admin templates/bind-cluster-admin.yaml)"

@@ -13,7 +13,7 @@ Steps, all in-process and without a cluster (Helm v4 through helm-python-sdk):
   3. schema-validate each object: custom resources against the CRDs found in the chart (converted
      from OpenAPI v3 to strict JSON Schema), ServiceMonitors against scripts/schemas/, everything
      else with kubernetes-validate in strict mode (an unknown kind is a problem, not a warning);
-  4. audit RBAC (no `*`, no secrets, no escalate/bind/impersonate, no aggregation, bindings only to
+  4. audit RBAC (no `*`, secrets only `get` and `create`, no escalate/bind/impersonate, no aggregation, bindings only to
      roles the chart defines) and, with --rbac-expect, compare the grants with a reviewed list;
   5. audit pod hardening (non-root, read-only root fs, no privilege escalation, drop ALL,
      seccomp) and the references between objects (Service -> pods and ports, ServiceMonitor ->
@@ -264,8 +264,12 @@ def audit_rbac(objects, expect_file, problems):
                 for field in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"):
                     if any("*" in str(x) for x in rule.get(field) or []):
                         problems.append(f"RBAC {where}: rules.{i}.{field} has a wildcard: {rule[field]}")
+                # Secrets: only making one (an MPI gang's SSH key) and reading one by name; never
+                # listing or watching them (every Secret's content), changing or deleting them.
                 if any(str(r).split("/")[0] == "secrets" for r in rule.get("resources") or []):
-                    problems.append(f"RBAC {where}: rules.{i} grants access to secrets")
+                    broad = sorted(set(rule.get("verbs") or []) - {"get", "create"})
+                    if broad:
+                        problems.append(f"RBAC {where}: rules.{i} grants {', '.join(broad)} on secrets")
                 bad = sorted(ESCALATING_VERBS.intersection(rule.get("verbs") or []))
                 if bad:
                     problems.append(f"RBAC {where}: rules.{i} grants {', '.join(bad)}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""check_examples.py CRD_DIR EXAMPLE...: trainyard's CRDs are structural, and examples obey them.
+"""check_examples.py CRD_DIR[,CRD_DIR...] EXAMPLE...: trainyard's CRDs are structural, and examples obey them.
 
-Every CRD in CRD_DIR must be a structural schema as the API server demands (each node typed unless
+Every CRD in the CRD_DIRs must be a structural schema as the API server demands (each node typed unless
 it is int-or-string or keeps unknown fields, list-map keys required or defaulted); every object in
 the examples whose kind one of them defines must validate against it strictly (unknown fields
 fail, as kubectl --validate=strict does). Objects of other kinds are skipped. Exits 1 on any problem.
@@ -42,7 +42,8 @@ def main(argv):
         print(__doc__.strip().splitlines()[0], file=sys.stderr)
         return 2
     problems, validators, checked = [], {}, 0
-    for path in sorted(pathlib.Path(argv[1]).glob("*.yaml")):
+    crd_files = [p for d in argv[1].split(",") for p in pathlib.Path(d).glob("*.yaml")]
+    for path in sorted(crd_files):
         crd = yaml.safe_load(path.read_text(encoding="utf-8"))
         spec = crd["spec"]
         for version in spec["versions"]:

@@ -16,6 +16,14 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     ]
 }
 
+/// The chart a CRD file is committed in: trainyard's own kinds in `charts/trainyard/crds`
+/// (installed with trainyard); Kubeflow Trainer's in `charts/trainer-crds/crds`, a chart of
+/// their own for clusters without Trainer, so that trainyard's chart never applies them over the
+/// ones a Trainer installation owns.
+pub fn chart_dir(file: &str) -> &'static str {
+    if file.starts_with("trainer.kubeflow.org_") { "charts/trainer-crds/crds" } else { "charts/trainyard/crds" }
+}
+
 /// One CRD as a YAML document.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
     serde_saphyr::to_string(crd)
