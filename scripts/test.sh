@@ -8,7 +8,9 @@
 # Python tools into target/pyenv (scripts/python-env.sh), the pinned npm packages into
 # target/dashboard-env (scripts/dashboard-env.sh) and, on Debian, the Slurm packages
 # (scripts/slurm/start.sh, as root or through sudo) and Chromium for the HTML reports
-# (scripts/chromium.sh) on first use.
+# (scripts/chromium.sh) on first use. It also builds the container image without a daemon and runs
+# it from its unpacked root file system, and runs the end-to-end suite on a real Kubernetes control
+# plane where the binaries are (scripts/e2e.sh; it says so where they are not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -56,8 +58,8 @@ if "$py" scripts/check_workloads.py scripts/testdata/workloads >/dev/null; then
 fi
 
 step "trainyard's CRDs are structural; the Kubernetes examples and fixtures obey them"
-"$py" scripts/check_examples.py charts/trainyard/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml tests/fixtures/render/*.yaml
-if "$py" scripts/check_examples.py charts/trainyard/crds scripts/testdata/examples/bad.yaml >/dev/null; then
+"$py" scripts/check_examples.py charts/trainyard/crds,charts/trainer-crds/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml tests/fixtures/render/*.yaml
+if "$py" scripts/check_examples.py charts/trainyard/crds,charts/trainer-crds/crds scripts/testdata/examples/bad.yaml >/dev/null; then
   echo "check_examples.py accepted scripts/testdata/examples/bad.yaml" >&2
   exit 1
 fi
@@ -102,6 +104,31 @@ set -e
 if [ "$html_status" -ne 0 ]; then
   echo "the HTML report tests failed" >&2
   exit "$html_status"
+fi
+
+step "the container image, built without a daemon and run from its own root file system (scripts/image/)"
+# The release binary and exactly the libraries it links, as one OCI layout + docker-save tarball;
+# check.sh unpacks it, checks every digest and runs `trainyard --version` inside it (chroot).
+cargo build --release --locked -p trainyard --bin trainyard
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+python3 scripts/image/build.py --binary target/release/trainyard --out target/image/trainyard.tar \
+  --tag "trainyard:$version" --version "$version" --revision "$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+if [ "$(id -u)" -eq 0 ]; then
+  bash scripts/image/check.sh target/image/trainyard.tar
+elif command -v sudo >/dev/null 2>&1; then
+  sudo bash scripts/image/check.sh target/image/trainyard.tar
+else
+  bash scripts/image/check.sh target/image/trainyard.tar
+fi
+
+step "end-to-end suite on a real Kubernetes control plane (scripts/e2e.sh)"
+# Run where the control-plane binaries are: $KUBEBUILDER_ASSETS, or the folder the workplace's
+# kube-local/build.sh builds into. Said plainly when they are not: nothing is passed silently.
+kube_bin="${KUBEBUILDER_ASSETS:-${KUBE_LOCAL:-/tmp/kube-local}/bin}"
+if [ -x "$kube_bin/kube-apiserver" ]; then
+  KUBEBUILDER_ASSETS="$kube_bin" bash scripts/e2e.sh
+else
+  echo "NOT RUN: no control-plane binaries ($kube_bin has no kube-apiserver; set KUBEBUILDER_ASSETS, README \"End-to-end suite\")"
 fi
 
 step "tests (cargo test --workspace)"
