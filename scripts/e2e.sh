@@ -44,7 +44,7 @@ TRAINYARD_E2E_PYTHON=$(bash scripts/python-env.sh)
 export TRAINYARD_E2E_PYTHON
 
 echo "==> building the release binary and the suite"
-cargo build --release --locked -p trainyard --bin trainyard -p trainyard-e2e
+cargo build --release --locked -p trainyard -p trainyard-e2e --bin trainyard --bin trainyard-e2e
 
 echo "==> binaries: $KUBEBUILDER_ASSETS ($("$KUBEBUILDER_ASSETS/kube-apiserver" --version 2>/dev/null || echo "version unknown"))"
 exec target/release/trainyard-e2e --trainyard target/release/trainyard "$@"

@@ -139,11 +139,17 @@ impl<'s> World<'s> {
 
     /// A namespaced torch TrainingRuntime `torch` (one replicated job `node`).
     pub async fn torch_runtime(&self) -> Result<()> {
+        self.torch_runtime_as("torch", json!({})).await
+    }
+
+    /// A namespaced torch TrainingRuntime called `name` with these annotations (one replicated
+    /// job `node`).
+    pub async fn torch_runtime_as(&self, name: &str, annotations: Value) -> Result<()> {
         self.suite
             .kube
             .apply(&json!({
                 "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
-                "metadata": {"name": "torch", "namespace": self.ns},
+                "metadata": {"name": name, "namespace": self.ns, "annotations": annotations},
                 "spec": {
                     "mlPolicy": {"numNodes": 1, "torch": {}},
                     "template": {"spec": {"replicatedJobs": [{

@@ -13,11 +13,11 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
+use kube::{Client, Resource};
 use tokio::sync::{Notify, mpsc};
 use trainyard_bridges::{GANG_LABEL, WorkloadKind};
 use trainyard_policies::PolicyConfig;
@@ -215,17 +215,36 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     let runtimes = super::feed::notifying_cache(Api::<TrainingRuntime>::all(client.clone()), runtimes_changed.clone());
     let cluster_runtimes =
         super::feed::notifying_cache(Api::<ClusterTrainingRuntime>::all(client.clone()), runtimes_changed.clone());
-    let (pods, t6) = cache(Api::<Pod>::all(client.clone()), gang.clone());
-    let (configmaps, t7) = cache(Api::<ConfigMap>::all(client.clone()), gang);
+    // Unbounded: a trigger must never be dropped, and the Controller keeps one per TrainJob.
+    // Gang pods, JobSets and LeaderWorkerSets trigger from the caches the reconciles read.
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
+    let (pods, t6) = cache(Api::<Pod>::all(client.clone()), gang.clone(), {
+        let trigger = trigger_tx.clone();
+        move |pod: &Pod| {
+            // A gang pod appearing (gated) or changing brings its TrainJob's reconcile, which binds it.
+            if let Some(job) = gang_of(pod) {
+                let _ = trigger.send(job);
+            }
+        }
+    });
+    let (configmaps, t7) = cache(Api::<ConfigMap>::all(client.clone()), gang, |_: &ConfigMap| {});
     tokio::spawn(t6);
     tokio::spawn(t7);
     let all = watcher::Config::default();
     let jobset_ar = api_resource(trainyard_bridges::jobset::API_VERSION, "JobSet").expect("known kind");
     let lws_ar = api_resource(trainyard_bridges::lws::API_VERSION, "LeaderWorkerSet").expect("known kind");
-    let (jobsets, t8) = dynamic_cache(client.clone(), jobset_ar.clone(), all.clone());
+    let owner_triggers = || {
+        let trigger = trigger_tx.clone();
+        move |workload: &DynamicObject| {
+            if let Some(job) = owning_trainjob(workload) {
+                let _ = trigger.send(job);
+            }
+        }
+    };
+    let (jobsets, t8) = dynamic_cache(client.clone(), jobset_ar.clone(), all.clone(), owner_triggers());
     tokio::spawn(t8);
     let lws = if served(&client, &lws_ar).await {
-        let (store, task) = dynamic_cache(client.clone(), lws_ar.clone(), all.clone());
+        let (store, task) = dynamic_cache(client.clone(), lws_ar.clone(), all.clone(), owner_triggers());
         tokio::spawn(task);
         Some(store)
     } else {
@@ -275,8 +294,6 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         configmaps,
         api_events,
     });
-    // Unbounded: a trigger must never be dropped, and the Controller keeps one per TrainJob.
-    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
     let started = Arc::new(Notify::new());
     let queries = ctx.settings.api.is_some().then_some(queries);
     tokio::spawn(super::scheduling::run(
@@ -300,34 +317,22 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     // The planner deletes and re-applies by what these caches show; acting on empty ones would
     // clear admissions without deleting their JobSets, or re-apply running ones.
     ctx.configmaps.wait_until_ready().await?;
-    // Each trigger watch has its own backoff and keeps its errors to itself: kube's shared
-    // trigger stream would otherwise pause every trigger (the scheduling loop's too) for one
-    // backoff per failing watch, tens of seconds after an API server restart.
+    // The TrainJob watch has its own backoff and keeps its errors to itself: kube's shared
+    // trigger stream would otherwise pause every trigger (the scheduling loop's and the caches')
+    // for one backoff per failure, tens of seconds after an API server restart.
     let (jobs_reader, jobs_writer) = kube::runtime::reflector::store::<TrainJob>();
     let jobs_api = Api::<TrainJob>::all(client.clone());
-    let trainjobs =
-        quiet_triggers(kube::runtime::reflector(jobs_writer, watcher(jobs_api, watcher::Config::default())));
-    let dynamic = |ar: &kube::api::ApiResource| {
-        quiet_triggers(watcher(Api::<DynamicObject>::all_with(client.clone(), ar), watcher::Config::default()))
-    };
-    let gang_pods =
-        quiet_triggers(watcher(Api::<Pod>::all(client.clone()), watcher::Config::default().labels(GANG_LABEL)));
-    let mut controller = Controller::for_stream(trainjobs, jobs_reader)
-        .owns_stream_with(dynamic(&jobset_ar), jobset_ar.clone())
-        // A gang pod appearing (gated) or changing brings its TrainJob's reconcile, which binds it.
-        .watches_stream(gang_pods, |pod: Pod| {
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            pod.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)).map(|gang| ObjectRef::new(gang).within(&ns))
-        })
+    let trainjobs = quiet_triggers(
+        jobs_reader.clone(),
+        kube::runtime::reflector(jobs_writer, watcher(jobs_api, watcher::Config::default())),
+    );
+    let controller = Controller::for_stream(trainjobs, jobs_reader)
         .reconcile_on(tokio_stream_from(trigger_rx))
         .with_config(kube::runtime::controller::Config::default().concurrency(workers))
         .graceful_shutdown_on({
             let stop = stop.clone();
             async move { stop.notified().await }
         });
-    if ctx.lws.is_some() {
-        controller = controller.owns_stream_with(dynamic(&lws_ar), lws_ar.clone());
-    }
     health.ready.store(true, Ordering::Relaxed);
     let _ = serving_tx.send(true);
     controller
@@ -403,21 +408,50 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// A watch's touched objects as reconcile triggers: reconnected on its own backoff (at most a
-/// second or two apart while the API server is away), its errors logged and left out.
-fn quiet_triggers<K: Send + 'static>(
+/// A reflector's changed objects as reconcile triggers: reconnected on its own backoff (at most
+/// a second or two apart while the API server is away), its errors logged and left out. A
+/// relist's objects are taken from the cache once the list is whole: the reflector holds them
+/// back until then, and the Controller drops a trigger for an object its cache lacks.
+fn quiet_triggers<K>(
+    cached: Store<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static {
+) -> impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
     use kube::runtime::WatchStreamExt;
-    events.backoff(super::retry::WatchBackoff::default()).touched_objects().filter_map(|r| async move {
-        match r {
-            Ok(object) => Some(Ok(object)),
+    events.backoff(super::retry::WatchBackoff::default()).flat_map(move |event| {
+        let objects: Vec<K> = match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => vec![object],
+            Ok(watcher::Event::InitDone) => cached.state().iter().map(|o| o.as_ref().clone()).collect(),
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Vec::new(),
             Err(e) => {
                 tracing::warn!(error = %e, "trigger watch failed; retrying");
-                None
+                Vec::new()
             }
-        }
+        };
+        futures::stream::iter(objects.into_iter().map(Ok))
     })
+}
+
+/// The TrainJob a gang pod belongs to, by its gang label.
+fn gang_of(pod: &Pod) -> Option<ObjectRef<TrainJob>> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+    pod.metadata.labels.as_ref()?.get(GANG_LABEL).map(|gang| ObjectRef::new(gang).within(ns))
+}
+
+/// The TrainJob that owns a JobSet or LeaderWorkerSet, by its owner reference.
+fn owning_trainjob(workload: &DynamicObject) -> Option<ObjectRef<TrainJob>> {
+    let ns = workload.metadata.namespace.as_deref().unwrap_or_default();
+    let group = format!("{}/", TrainJob::group(&()));
+    workload
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.kind == TrainJob::kind(&()) && o.api_version.starts_with(&group))
+        .map(|o| ObjectRef::new(&o.name).within(ns))
 }
 
 /// An mpsc receiver as a stream.
@@ -610,24 +644,61 @@ mod tests {
     use super::*;
 
     /// A trigger watch's errors (the API server away, 410 Expired) never reach the controller's
-    /// shared trigger stream, whose one backoff would hold every trigger up; its objects do.
+    /// shared trigger stream, whose one backoff would hold every trigger up; its objects do, a
+    /// relist's from the cache once the list is whole.
     #[tokio::test(start_paused = true)]
     async fn a_failing_trigger_watch_keeps_its_errors_to_itself() {
         let expired =
             || Err(watcher::Error::WatchError(Box::new(kube::core::Status { code: 410, ..Default::default() })));
-        let job = || TrainJob::new("j", Default::default());
+        let job = |name: &str| {
+            let mut j = TrainJob::new(name, Default::default());
+            j.metadata.namespace = Some("n".into());
+            j
+        };
         let events = futures::stream::iter(vec![
             expired(),
             expired(),
-            Ok(watcher::Event::Apply(job())),
+            Ok(watcher::Event::Apply(job("a"))),
             expired(),
-            Ok(watcher::Event::Delete(job())),
+            Ok(watcher::Event::Init),
+            Ok(watcher::Event::InitApply(job("a"))),
+            Ok(watcher::Event::InitApply(job("b"))),
+            Ok(watcher::Event::InitDone),
+            Ok(watcher::Event::Delete(job("a"))),
         ]);
+        let (reader, writer) = kube::runtime::reflector::store::<TrainJob>();
         let started = tokio::time::Instant::now();
-        let out: Vec<_> = quiet_triggers(events).collect().await;
-        assert_eq!(out.len(), 2, "the two objects, no error");
-        assert!(out.iter().all(Result::is_ok));
+        let out: Vec<_> = quiet_triggers(reader.clone(), kube::runtime::reflector(writer, events)).collect().await;
+        let mut names: Vec<String> = out.into_iter().map(|r| r.expect("no error").metadata.name.unwrap()).collect();
+        names[1..3].sort();
+        assert_eq!(names, ["a", "a", "b", "a"], "the change, the relisted cache, the deletion");
         // Three failures waited out (100 ms, 200 ms, then 100 ms again after the event reset it).
         assert_eq!(started.elapsed(), Duration::from_millis(400));
+    }
+
+    /// Gang pods and owned workloads name the TrainJob to reconcile; others name none.
+    #[test]
+    fn triggers_name_the_trainjob_of_a_pod_or_workload() {
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("team".into());
+        assert_eq!(gang_of(&pod), None, "a pod without the gang label");
+        pod.metadata.labels = Some([(GANG_LABEL.to_string(), "llm".to_string())].into());
+        assert_eq!(gang_of(&pod), Some(ObjectRef::new("llm").within("team")));
+
+        let owner = |api_version: &str, kind: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: "llm".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        let mut jobset = DynamicObject::new("llm", &api_resource("jobset.x-k8s.io/v1alpha2", "JobSet").unwrap());
+        jobset.metadata.namespace = Some("team".into());
+        assert_eq!(owning_trainjob(&jobset), None, "no owner");
+        jobset.metadata.owner_references = Some(vec![owner("apps/v1", "TrainJob"), owner("v1", "ConfigMap")]);
+        assert_eq!(owning_trainjob(&jobset), None, "a TrainJob kind of another group");
+        jobset.metadata.owner_references = Some(vec![owner("trainer.kubeflow.org/v1alpha1", "TrainJob")]);
+        assert_eq!(owning_trainjob(&jobset), Some(ObjectRef::new("llm").within("team")));
     }
 }

@@ -17,22 +17,7 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
     let mut w = World::new(suite, "lws").await?;
     w.grid(1, 2, 4).await?;
     let queue = w.queue("team", 256, None).await?;
-    w.kube()
-        .apply(&json!({
-            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
-            "metadata": {"name": "torch-lws", "namespace": w.ns, "annotations": {"trainyard.io/workload": "LeaderWorkerSet"}},
-            "spec": {
-                "mlPolicy": {"numNodes": 1, "torch": {}},
-                "template": {"spec": {"replicatedJobs": [{
-                    "name": "node",
-                    "template": {
-                        "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                        "spec": {"template": {"spec": {"containers": [{"name": "node", "image": "example.org/torch:2.9"}]}}},
-                    },
-                }]}},
-            },
-        }))
-        .await?;
+    w.torch_runtime_as("torch-lws", json!({"trainyard.io/workload": "LeaderWorkerSet"})).await?;
     w.start_trainyard(&[]).await?;
     let mut job = w.trainjob("group", &queue, 4, 8);
     job["spec"]["runtimeRef"]["name"] = json!("torch-lws");
