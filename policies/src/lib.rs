@@ -12,41 +12,16 @@
 //! ```
 //! No I/O, no clock: the caller passes time in and acts on the returned [`Cycle`].
 
-mod adopt;
 mod backfill;
-mod blanket;
-mod by_request;
 mod config;
 mod cycle;
-mod early_stop;
+mod decisions;
 mod engine;
-mod error;
-mod eta;
-#[cfg(test)]
-mod eta_tests;
-mod explain;
-mod gang;
-mod gang_map;
+mod estimates;
 mod gangs;
 mod lifecycle;
-mod live;
-mod node_loss;
-mod order;
-mod pass_over;
-mod pending;
-mod placed;
-#[cfg(test)]
-mod plan_memo_tests;
-mod preempt;
 mod preemption;
-mod quota_tree;
-mod reason;
-mod runtime_history;
-mod table;
-#[cfg(test)]
-mod table_tests;
-mod walk;
-mod what_if;
+mod quota;
 
 pub use config::{
     AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
@@ -54,18 +29,18 @@ pub use config::{
     NodeLossConfig, PolicyConfig, PreemptionConfig, PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig,
     TreeError, UndeclaredQueues, check_tree, parse_duration,
 };
+pub use decisions::reasons::{PendingReason, PendingStatus, Unschedulable};
+pub use engine::error::{Error, Result};
 pub use engine::{Admission, Cycle, Engine, FairSharing, NodeLoss, Preemption, Replacement, Reservation, Submitted};
-pub use error::{Error, Result};
-pub use eta::{
+pub use estimates::eta::{
     DEFAULT_ETA_COARSE_DIVISOR, DEFAULT_ETA_EXACT_HOST_CYCLES, DEFAULT_ETA_HORIZON_S, DEFAULT_ETA_MAX_CYCLES,
     ETA_WAITS_FOR_SHOWN, Eta, EtaAnswer, EtaLimits,
 };
-pub use explain::{Counterfactual, Explanation};
-pub use gang::{GangId, GangRequest};
-pub use lifecycle::LifecycleRules;
-pub use preemption::PreemptionRules;
-pub use quota_tree::{FairShare, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
-pub use reason::{PendingReason, PendingStatus, Unschedulable};
-pub use runtime_history::{
+pub use estimates::explain::{Counterfactual, Explanation};
+pub use estimates::runtime_history::{
     DEFAULT_HISTORY_MIN_SAMPLES, DEFAULT_HISTORY_WINDOW, QueueRuntimes, RuntimeHistory, RuntimeStatistic,
 };
+pub use gangs::request::{GangId, GangRequest};
+pub use lifecycle::LifecycleRules;
+pub use preemption::PreemptionRules;
+pub use quota::{FairShare, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};

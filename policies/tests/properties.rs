@@ -150,7 +150,7 @@ proptest! {
         prop_assert_eq!(first, second);
     }
 
-    /// A cycle passes over gangs whose request failed or was refused (see early_stop.rs); a
+    /// A cycle passes over gangs whose request failed or was refused (see cycle/early_stop.rs); a
     /// starvation limit turns that off, and one too long to be reached changes nothing else,
     /// so both walks must give the very same schedule.
     #[test]

@@ -145,7 +145,7 @@ proptest! {
                 prop_assert_eq!(e.gangs_on(host).collect::<Vec<_>>(), want, "host {} after {:?}", h, step);
             }
             for q in 0..3 {
-                let queue = crate::quota_tree::QueueIdx(q);
+                let queue = crate::quota::QueueIdx(q);
                 let mut want: Vec<(i32, GangId)> =
                     running.iter().filter(|(_, g)| g.queue == queue).map(|(id, g)| (g.request.priority, *id)).collect();
                 want.sort_unstable();

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use trainyard_topology::{Cluster, Demand, DomainId, Placement, Resources};
 
 use crate::GangId;
-use crate::quota_tree::QueueIdx;
+use crate::quota::QueueIdx;
 
 /// Candidates tried per domain, cheapest first; past them a domain is given up.
 const MAX_CANDIDATES: usize = 256;

@@ -1,4 +1,4 @@
-//! Start-time estimates (`eta.rs`) against the engine itself: when estimates are exact, the
+//! Start-time estimates (`estimates/eta.rs`) against the engine itself: when estimates are exact, the
 //! real engine starts a gang when its estimate said; the lower bound never passes the estimate;
 //! asking changes nothing; and the answers for gangs that are unknown, running, or never fit.
 

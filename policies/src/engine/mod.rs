@@ -4,23 +4,25 @@
 //! and for each one checks its queue's quota and asks the topology for a placement. A gang
 //! that fits is committed at once, so many gangs start in one cycle. The first gang that
 //! cannot start either blocks the ones behind it (strict FIFO) or receives a reservation
-//! that later gangs must not delay (EASY backfill, see `backfill.rs`).
+//! that later gangs must not delay (EASY backfill, see `backfill/mod.rs`).
 
-use crate::gang_map::FastHash;
+pub(crate) mod error;
+
+use crate::gangs::by_id::FastHash;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use trainyard_topology::{Cluster, Demand, GangShape, HostId, Placement, PlacementFailure, Resources};
 
-pub use crate::cycle::{Admission, Cycle, NodeLoss, Preemption, Replacement, Reservation};
+pub use crate::decisions::outcome::{Admission, Cycle, NodeLoss, Preemption, Replacement, Reservation};
 
+use crate::cycle::order::Order;
+use crate::cycle::walk::{Step, Walk};
 use crate::lifecycle::LifecycleRules;
-use crate::order::Order;
 use crate::preemption::PreemptionRules;
-use crate::quota_tree::QueueIdx;
-use crate::quota_tree::{FairShare, QuotaTree};
-use crate::walk::{Step, Walk};
+use crate::quota::QueueIdx;
+use crate::quota::{FairShare, QuotaTree};
 use crate::{Error, GangId, GangRequest, PendingReason, PendingStatus, PolicyConfig, Result, Unschedulable};
 
 /// What `submit` made of a gang.
@@ -51,11 +53,11 @@ pub(crate) struct GangRecord {
     /// Everything its pods ask for, all sets together.
     pub(crate) total: Resources,
     /// The quota limit its last `Quota` reason named.
-    pub(crate) quota_limit: Option<(QueueIdx, crate::quota_tree::QuotaLimit)>,
+    pub(crate) quota_limit: Option<(QueueIdx, crate::quota::QuotaLimit)>,
     pub(crate) state: GangState,
     /// What it asks of the cluster, resolved against the cluster's levels.
     pub(crate) demand: Demand,
-    /// Shared, never changed once the gang is in: a copy of the engine (`eta.rs`) copies a
+    /// Shared, never changed once the gang is in: a copy of the engine (`estimates/eta.rs`) copies a
     /// pointer, not the shape's names and lists.
     pub(crate) request: Arc<GangRequest>,
     /// Arrival number: the last part of the pending order key, kept to requeue it unchanged.
@@ -75,7 +77,7 @@ pub(crate) enum GangState {
         status: PendingStatus,
         cycle: u64,
     },
-    /// The placement is shared: a copy of the engine (`eta.rs`) copies a pointer per running
+    /// The placement is shared: a copy of the engine (`estimates/eta.rs`) copies a pointer per running
     /// gang, not its hosts.
     Running {
         placement: Arc<Placement>,
@@ -100,7 +102,7 @@ pub(crate) type OrderKey = (Reverse<i32>, u64, u64, u64);
 ///
 /// `Clone` gives an independent copy (cluster, gangs, quotas, kept plans and placements): what a
 /// what-if such as [`Engine::eta`] runs forward without touching the engine it asks about. Gang
-/// records are shared between copies until one changes them (`gang_map.rs`), so a copy costs
+/// records are shared between copies until one changes them (`gangs/by_id.rs`), so a copy costs
 /// little more than the cluster's.
 #[derive(Clone, Debug)]
 pub struct Engine {
@@ -112,7 +114,7 @@ pub struct Engine {
     pub(crate) flavor_of: BTreeMap<String, u16>,
     pub(crate) fair_share: FairShare,
     /// The gangs, and every index over them.
-    pub(crate) gangs: crate::table::GangTable,
+    pub(crate) gangs: crate::gangs::table::GangTable,
     pub(crate) preemption: PreemptionRules,
     pub(crate) lifecycle: LifecycleRules,
     pub(crate) fair: Option<FairSharing>,
@@ -127,7 +129,7 @@ pub struct Engine {
     /// Pending gangs looked at by all cycles so far.
     visits: u64,
     pub(crate) last_now: u64,
-    pub(crate) blanket: Option<crate::blanket::Blanket>,
+    pub(crate) blanket: Option<crate::cycle::blanket::Blanket>,
     /// Something changed that a cycle must look at (a gang came, went or stopped, capacity or
     /// quota changed); without it, and before `due`, a cycle has nothing to do.
     pub(crate) dirty: bool,
@@ -136,7 +138,7 @@ pub struct Engine {
     /// The last call to `schedule` ran a full cycle.
     ran: bool,
     /// Gangs whose decision may have changed since the caller last asked (sorted when taken).
-    pub(crate) changed: crate::gang_map::GangSet,
+    pub(crate) changed: crate::gangs::by_id::GangSet,
     /// Whether anybody takes the changed gangs (see [`Engine::ignore_changes`]).
     pub(crate) follows_changes: bool,
     /// The blanket reason of gangs a cycle did not reach moved since the caller last asked.
@@ -151,10 +153,10 @@ pub struct Engine {
     /// over its gangs needs no quota check. A ceiling counts nothing running, so it changes only
     /// with the policy: kept across cycles, cleared when the policy is replaced.
     pub(crate) unlimited_queues: Vec<Option<bool>>,
-    /// Placements found at the cluster's current version, across cycles (`placed.rs`).
-    pub(crate) placed: crate::placed::Placed,
-    /// A what-if copy (`eta.rs`): only what the engine decides is read, never why gangs wait, so
-    /// placement failures that follow from others are not searched (`what_if.rs`).
+    /// Placements found at the cluster's current version, across cycles (`gangs/kept_placements.rs`).
+    pub(crate) placed: crate::gangs::kept_placements::Placed,
+    /// A what-if copy (`estimates/eta.rs`): only what the engine decides is read, never why gangs wait, so
+    /// placement failures that follow from others are not searched (`cycle/inferred_failures.rs`).
     pub(crate) decisions_only: bool,
 }
 
@@ -199,7 +201,7 @@ impl Engine {
             quotas,
             flavor_of: BTreeMap::new(),
             fair_share,
-            gangs: crate::table::GangTable::default(),
+            gangs: crate::gangs::table::GangTable::default(),
             preemption: PreemptionRules::default(),
             lifecycle: LifecycleRules::default(),
             fair,
@@ -214,7 +216,7 @@ impl Engine {
             dirty: true,
             last_full: None,
             ran: false,
-            changed: crate::gang_map::GangSet::default(),
+            changed: crate::gangs::by_id::GangSet::default(),
             follows_changes: true,
             blanket_moved: false,
             lost: BTreeMap::new(),
@@ -230,9 +232,9 @@ impl Engine {
         engine
     }
 
-    /// A copy to run forward as a what-if (`eta.rs`): what [`Clone`] gives, except that it
+    /// A copy to run forward as a what-if (`estimates/eta.rs`): what [`Clone`] gives, except that it
     /// decides only (`decisions_only`), follows no changes, and files no running gang by host
-    /// (see [`crate::table::GangTable::what_if_copy`]). Every field is listed, so that a new
+    /// (see [`crate::gangs::table::GangTable::what_if_copy`]). Every field is listed, so that a new
     /// one is copied on purpose.
     pub(crate) fn what_if_copy(&self) -> Engine {
         Engine {
@@ -416,7 +418,7 @@ impl Engine {
             self.keep_refusals(plan);
         }
         cycle.reservation = reservation.map(|r| Reservation { holder: r.holder, at: r.at, hosts: r.hosts });
-        if !crate::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
+        if !crate::cycle::blanket::steady_eq(self.blanket.as_ref(), blanket_before.as_ref()) {
             // Gangs the cycle did not reach now read another blanket reason. They are listed
             // when a caller takes the changed gangs, not here: a replay never asks, and a
             // cycle's cost must not follow the length of the queue.

@@ -1,6 +1,6 @@
 //! Passing over settled gangs within a cycle (`next_open`): once a reservation stands, the walk
 //! goes from a gang that only heard again why it waits straight to the next gang whose request
-//! could still start (see `early_stop.rs` for which gangs may be passed).
+//! could still start (see `cycle/early_stop.rs` for which gangs may be passed).
 //!
 //! A cycle asks after nearly every gang it visits, and a look at every request each time (a
 //! few hash lookups and a search of its gangs per request) was a fifth of an EASY cycle. What a
@@ -27,10 +27,10 @@ use std::sync::Arc;
 use trainyard_topology::Demand;
 
 use crate::Engine;
-use crate::by_request::Group;
-use crate::early_stop::UNLIMITED;
+use crate::cycle::early_stop::UNLIMITED;
+use crate::cycle::walk::Walk;
 use crate::engine::OrderKey;
-use crate::walk::Walk;
+use crate::gangs::by_request::Group;
 
 /// Queues whose quota is looked at for one request passed over; more are not checked (one
 /// quota check per queue and request would cost more than passing saves).
@@ -97,7 +97,7 @@ impl PassMemo {
 
 impl Engine {
     /// The pending-order key of the first gang after `after` whose visit could do more than say
-    /// again why it waits (see `early_stop.rs`), once a reservation stands; `None` when there
+    /// again why it waits (see `cycle/early_stop.rs`), once a reservation stands; `None` when there
     /// is none (or no reservation stands). Failures known from earlier cycles at today's free
     /// capacity join the cycle's, so that the gangs passed over read them from the blanket.
     pub(crate) fn next_open(&mut self, walk: &mut Walk, after: OrderKey, now: u64) -> Option<OrderKey> {
@@ -213,7 +213,7 @@ impl Engine {
 /// A request's hash under the engine's hasher.
 fn hash_of(demand: &Demand) -> u64 {
     use std::hash::BuildHasher;
-    crate::gang_map::FastHash::default().hash_one(demand)
+    crate::gangs::by_id::FastHash::default().hash_one(demand)
 }
 
 /// Whether every queue the request's gangs wait in has quota for it (a quota block would set a
@@ -222,7 +222,7 @@ fn hash_of(demand: &Demand) -> u64 {
 /// `unlimited`); the others take a quota check each, for a few.
 fn passes_quota(
     unlimited: &mut Vec<Option<bool>>,
-    quotas: &crate::quota_tree::QuotaTree,
+    quotas: &crate::quota::QuotaTree,
     group: &Group,
     demand: &Demand,
 ) -> Option<bool> {

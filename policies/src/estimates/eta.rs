@@ -20,7 +20,7 @@
 //!   (running gangs by host, pending gangs by size) are not kept (`Engine::what_if_copy`);
 //! - it reads when gangs start, never why they wait (`decisions_only`): a placement failure or
 //!   a refusal around the reservation that follows from another request's is not searched,
-//!   and a failure outlives ends that free no room for it (`what_if.rs`). Every such inference
+//!   and a failure outlives ends that free no room for it (`cycle/inferred_failures.rs`). Every such inference
 //!   gives the decision a search would; only the reasons differ, so a run that stalls runs one
 //!   more cycle with every search made to say why the gang waits. Its cycles check whether
 //!   anything left can start only when the reservation is made, not after every failure;
@@ -43,8 +43,8 @@ use std::collections::{HashSet, VecDeque};
 use serde::Serialize;
 
 use crate::engine::{GangState, OrderKey};
-use crate::explain::fit_after_ends;
-use crate::gang_map::FastHash;
+use crate::estimates::explain::fit_after_ends;
+use crate::gangs::by_id::FastHash;
 use crate::{BackfillMode, Engine, GangId, RuntimeHistory, Unschedulable};
 
 /// How far ahead a start-time estimate looks by default, simulated seconds (30 days).
@@ -176,7 +176,7 @@ pub enum EtaAnswer {
 impl Engine {
     /// When pending gang `id` is expected to start, asked at `now` (the engine's last time if
     /// later), with learned runtimes from `history` for gangs without an estimate of their own;
-    /// within [`EtaLimits::default`]. See the module documentation of `eta.rs` for the method.
+    /// within [`EtaLimits::default`]. See the module documentation of `estimates/eta.rs` for the method.
     /// Runs on a copy: the engine is not changed.
     pub fn eta(&self, id: GangId, now: u64, history: Option<&RuntimeHistory>) -> EtaAnswer {
         self.eta_within(id, now, history, EtaLimits::default())
@@ -201,7 +201,7 @@ impl Engine {
     }
 
     /// [`Engine::eta_within`] on a copy that infers what follows from other searches
-    /// (`decisions_only`, see `what_if.rs`) or not.
+    /// (`decisions_only`, see `cycle/inferred_failures.rs`) or not.
     fn eta_copying(
         &self,
         id: GangId,
@@ -283,13 +283,13 @@ impl Engine {
             return false;
         }
         match self.config.backfill {
-            BackfillMode::None => self.quotas.ceiling(g.queue) == crate::early_stop::UNLIMITED,
+            BackfillMode::None => self.quotas.ceiling(g.queue) == crate::cycle::early_stop::UNLIMITED,
             BackfillMode::Easy => self.gangs.pending().first() == Some(target),
         }
     }
 
     /// Why `target` waits once the forward run stalled: the run inferred failures without
-    /// searching them (`what_if.rs`), whose words may be another request's, so one more cycle
+    /// searching them (`cycle/inferred_failures.rs`), whose words may be another request's, so one more cycle
     /// with every failure searched says it. Nothing changed since the last cycle, so it decides
     /// the same.
     fn stalled_reason(&mut self, target: GangId, t: u64) -> String {

@@ -10,15 +10,17 @@
 //!
 //! It never displaces the gang that last displaced it, so two gangs cannot take turns, nor
 //! a gang admitted at the same instant, so no admission is undone in the cycle that made it.
-//! Victims are whole gangs chosen by `preempt.rs` inside one topology domain, such that the
+//! Victims are whole gangs chosen by `preemption/victims.rs` inside one topology domain, such that the
 //! preemptor's quota admits it once they are gone; it starts in the same cycle on exactly
 //! the capacity they free.
+
+pub(crate) mod victims;
 
 use trainyard_topology::{Placement, Resources};
 
 use crate::engine::{Cycle, GangState, Preemption};
-use crate::preempt::{self, Candidate};
 use crate::{Engine, GangId, PendingReason, PendingStatus, Result};
+use victims::Candidate;
 
 /// When running gangs may be displaced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -122,7 +124,7 @@ impl Engine {
             }
             ok
         };
-        let chosen = preempt::choose_victims(&mut self.cluster, &request, &candidates, &quota_ok);
+        let chosen = victims::choose_victims(&mut self.cluster, &request, &candidates, &quota_ok);
         let q = quotas.into_inner();
         for (_, leaf, amount) in refunded.into_inner().into_iter().rev() {
             q.charge(leaf, amount);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use trainyard_topology::{Demand, PlacementFailure, Resources};
 
 use crate::engine::GangRecord;
-use crate::gang_map::FastHash;
+use crate::gangs::by_id::FastHash;
 use crate::{Engine, GangId, PendingReason, PendingStatus};
 
 /// What gangs not looked at in the last cycle are waiting for.

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use trainyard_topology::{Demand, Placement, PlacementFailure};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
-use crate::blanket::{Blanket, ShapeFailures};
+use crate::cycle::blanket::{Blanket, ShapeFailures};
 use crate::engine::GangRecord;
-use crate::quota_tree::{QueueIdx, QuotaBlock};
+use crate::quota::{QueueIdx, QuotaBlock};
 use crate::{Admission, BackfillMode, Cycle, Engine, Error, GangId, PendingReason, Result};
 
 /// What the walk carries from one gang to the next within a cycle.
@@ -26,14 +26,14 @@ pub(crate) struct Walk {
     /// Quota set aside for gangs blocked by quota while a reservation stands.
     pub(crate) holds: Holds,
     /// What the walk learnt about whether anything left in it can start.
-    pub(crate) stop: crate::early_stop::StopCheck,
+    pub(crate) stop: crate::cycle::early_stop::StopCheck,
     /// The last gang visited only heard again why it waits (its request failed or was refused):
     /// the gangs after it may be passed over up to the next one that could start.
     pub(crate) settled_visit: bool,
     /// Gangs were passed over: they read their reason from the blanket.
     pub(crate) passed: bool,
-    /// Failures found by search, for a what-if copy to infer others from (`what_if.rs`).
-    pub(crate) searched: crate::what_if::Searched,
+    /// Failures found by search, for a what-if copy to infer others from (`cycle/inferred_failures.rs`).
+    pub(crate) searched: crate::cycle::inferred_failures::Searched,
     /// What the cycle did so far.
     pub(crate) cycle: Cycle,
 }
@@ -167,7 +167,7 @@ impl Engine {
         }
     }
 
-    /// A what-if copy refuses a gang around the reservation without a search (`what_if.rs`): as
+    /// A what-if copy refuses a gang around the reservation without a search (`cycle/inferred_failures.rs`): as
     /// the refusal after the searches would.
     fn refused_without_search(&mut self, walk: &mut Walk, id: GangId, request: &Demand) -> Result<Step> {
         let Some(res) = walk.reservation.as_mut() else { return Ok(Step::Next) };

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use trainyard_topology::{Demand, Placement};
 
-use crate::gang_map::FastHash;
+use crate::gangs::by_id::FastHash;
 
 /// Placements found at one cluster version, by request. A placement is taken out to be used
 /// and put back when it was not (the gang did not start): one that starts a gang moves the

@@ -1,6 +1,6 @@
 //! How gangs enter (submit), start, stop and leave the engine: each step checks what the
 //! engine needs (shape, queue, quota ceiling, a fit on the empty cluster), charges or frees
-//! the cluster and the quotas, and moves the gang through the table (`table.rs`), which keeps
+//! the cluster and the quotas, and moves the gang through the table (`gangs/table.rs`), which keeps
 //! every index over the gangs in step.
 
 use trainyard_topology::{Demand, HostId, Placement};

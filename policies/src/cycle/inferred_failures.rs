@@ -1,4 +1,4 @@
-//! What a what-if copy of the engine (`eta.rs`) may skip: it reads what the engine decides,
+//! What a what-if copy of the engine (`estimates/eta.rs`) may skip: it reads what the engine decides,
 //! never why a gang waits, so a placement failure it can infer needs no search.
 //!
 //! A request of identical pods needs at least as much as another one of the same pods (same
@@ -33,7 +33,7 @@ use std::sync::Arc;
 use trainyard_topology::{Demand, Placement, PlacementFailure, PlacementPolicy, PlacementRequest};
 
 use crate::Engine;
-use crate::walk::Walk;
+use crate::cycle::walk::Walk;
 
 /// Whether a request of identical pods `needy` needs at least as much as `other` (see the
 /// module documentation); `plain` says the class's hosts hold pods by their resources alone.

@@ -16,8 +16,8 @@ use serde::Serialize;
 use trainyard_topology::{Cluster, Demand, HostId, Resources};
 
 use crate::engine::GangState;
-use crate::preempt::{self, Candidate};
-use crate::table::GangTable;
+use crate::gangs::table::GangTable;
+use crate::preemption::victims::{self, Candidate};
 use crate::{Engine, GangId, PendingReason, PendingStatus};
 
 /// Something that would let a pending gang start.
@@ -141,7 +141,7 @@ impl Engine {
                     GangState::Pending { .. } => None,
                 })
                 .collect();
-            if let Some(set) = preempt::choose_victims(&mut cluster, &request, &candidates, &|_| true) {
+            if let Some(set) = victims::choose_victims(&mut cluster, &request, &candidates, &|_| true) {
                 let topo = cluster.topology();
                 let domain =
                     if topo.depth(set.domain) == 0 { "the cluster".to_string() } else { topo.path(set.domain) };

@@ -8,13 +8,16 @@
 //! quota) leaves the reservation intact. Queues whose first gang is blocked on quota get a
 //! quota-only hold of the same kind, so small gangs of one team cannot starve its big one.
 
+#[cfg(test)]
+mod plan_memo_tests;
+
 use std::collections::{BTreeMap, HashSet};
 
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
 use crate::engine::GangState;
-use crate::gang_map::FastHash;
-use crate::quota_tree::QueueIdx;
+use crate::gangs::by_id::FastHash;
+use crate::quota::QueueIdx;
 use crate::{Engine, GangId, PendingReason, Result};
 
 /// A gang about to start, as the reservation checks see it.

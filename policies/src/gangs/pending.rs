@@ -11,8 +11,8 @@ use std::ops::Bound;
 
 use crate::GangId;
 use crate::engine::OrderKey;
-use crate::gang_map::FastHash;
-use crate::quota_tree::QueueIdx;
+use crate::gangs::by_id::FastHash;
+use crate::quota::QueueIdx;
 
 /// Pending gangs by visiting key, overall and within each queue.
 #[derive(Clone, Debug, Default)]

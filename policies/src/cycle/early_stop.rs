@@ -9,7 +9,7 @@
 //! the reservation was made), not per gang.
 //!
 //! When some requests are still open, the walk passes over the gangs of settled ones in
-//! between (`next_open`, in `pass_over.rs`): a visit to such a gang would only say again why it waits, so the
+//! between (`next_open`, in `cycle/pass_over.rs`): a visit to such a gang would only say again why it waits, so the
 //! gangs it passes read that reason from the blanket, and a cycle's cost follows the gangs that
 //! could start, not the length of the line. Only gangs whose visit would change nothing else
 //! are passed: their request failed or was refused (every gang of it running past the
@@ -25,9 +25,9 @@ use trainyard_topology::{Demand, Resources};
 pub(crate) const UNLIMITED: Resources = Resources { gpus: u64::MAX, cpu_milli: u64::MAX, memory_mib: u64::MAX };
 
 use crate::Engine;
-use crate::blanket::{Blanket, Unstartable};
-use crate::gang_map::FastHash;
-use crate::walk::{Step, Walk};
+use crate::cycle::blanket::{Blanket, Unstartable};
+use crate::cycle::walk::{Step, Walk};
+use crate::gangs::by_id::FastHash;
 
 /// Requests probed per check (each probe is one placement search at most).
 const MAX_PROBES: usize = 64;
@@ -49,8 +49,8 @@ pub(crate) struct StopCheck {
     witness: Option<Demand>,
     /// The requests a check is about to probe (kept only for its buffer).
     untried: Vec<Demand>,
-    /// What `next_open` found, for its next call in the cycle (`pass_over.rs`).
-    pub(crate) pass: crate::pass_over::PassMemo,
+    /// What `next_open` found, for its next call in the cycle (`cycle/pass_over.rs`).
+    pub(crate) pass: crate::cycle::pass_over::PassMemo,
 }
 
 impl Engine {
@@ -60,7 +60,7 @@ impl Engine {
     pub(crate) fn nothing_left_starts(&mut self, walk: &mut Walk, now: u64) -> bool {
         let Some(reservation) = &walk.reservation else { return false };
         let admitted = walk.cycle.admitted.len();
-        let settled = |demand: &Demand, group: &crate::by_request::Group| {
+        let settled = |demand: &Demand, group: &crate::gangs::by_request::Group| {
             walk.failed_shapes.contains_key(demand)
                 || (reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at)
                 || walk.stop.quota_settled.contains(demand)

@@ -3,7 +3,7 @@
 //!
 //! Fair sharing keeps priority first (a higher priority class always goes first), then
 //! picks the queue whose weighted dominant share is lowest (current usage plus decayed
-//! history, see `quota_tree/fair_share.rs`), then the earliest submission. The share of the
+//! history, see `quota/fair_share.rs`), then the earliest submission. The share of the
 //! queue just served is read afresh at every pick, so a queue that was just given a gang
 //! moves back behind the others within the same cycle.
 
@@ -12,9 +12,9 @@ use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Bound;
 
 use crate::engine::OrderKey;
-use crate::pending::Pending;
-use crate::quota_tree::FairShare;
-use crate::quota_tree::QueueIdx;
+use crate::gangs::pending::Pending;
+use crate::quota::FairShare;
+use crate::quota::QueueIdx;
 use crate::{Engine, FairSharing, GangId};
 
 /// Fixed-point scale of shares, so that they order exactly and deterministically.
@@ -25,7 +25,7 @@ type HeadKey = (std::cmp::Reverse<i32>, u64, u64, u64, u64, GangId);
 
 /// Visiting order of one cycle, read straight from the pending maps by a cursor: no snapshot,
 /// so a cycle that stops early costs nothing for the gangs it never reaches, and gangs that
-/// return to the queue during the cycle wait for the next (see `pending.rs`).
+/// return to the queue during the cycle wait for the next (see `gangs/pending.rs`).
 pub(crate) enum Order {
     /// Priority, then submission, then arrival.
     Cursor(Cursor),

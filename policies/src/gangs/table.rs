@@ -19,11 +19,11 @@ use std::sync::Arc;
 
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
-use crate::by_request::ByRequest;
 use crate::engine::{GangRecord, GangState, OrderKey};
-use crate::gang_map::{FastHash, GangMap};
-use crate::pending::Pending;
-use crate::quota_tree::QueueIdx;
+use crate::gangs::by_id::{FastHash, GangMap};
+use crate::gangs::by_request::ByRequest;
+use crate::gangs::pending::Pending;
+use crate::quota::QueueIdx;
 use crate::{GangId, PendingStatus};
 
 /// Size order of pending gangs: fewest GPUs, smallest pod, higher priority, earlier submission.
@@ -152,7 +152,7 @@ impl std::ops::Index<&GangId> for GangTable {
 }
 
 impl GangTable {
-    /// A copy for a what-if run (`eta.rs`): the same gangs and indices, but the running gangs
+    /// A copy for a what-if run (`estimates/eta.rs`): the same gangs and indices, but the running gangs
     /// are not filed by host (a scan answers if a host is lost) and the pending ones not by
     /// size (only fragmentation metrics read it), as the copy would pay for both at every start
     /// and stop, and for copying them, without ever reading them.
@@ -389,7 +389,7 @@ impl GangTable {
     }
 
     /// Gives a gang another runtime estimate, as a what-if on a copy of the engine does
-    /// (`eta.rs`): a pending gang is filed again under it, a running one is expected to end that
+    /// (`estimates/eta.rs`): a pending gang is filed again under it, a running one is expected to end that
     /// long after its start.
     pub(crate) fn re_estimate(&mut self, id: GangId, estimate: u64) {
         let Some(record) = self.gangs.get_mut(&id).map(Arc::make_mut) else { return };

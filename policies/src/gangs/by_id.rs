@@ -57,7 +57,7 @@ pub(crate) type FastHash = BuildHasherDefault<IdHasher>;
 pub(crate) type GangSet = std::collections::HashSet<GangId, FastHash>;
 
 /// Gang records keyed by id. A record is shared between copies of the engine and copied when
-/// one of them changes it (`Arc::make_mut`): a copy (`eta.rs`) copies a pointer per gang, and
+/// one of them changes it (`Arc::make_mut`): a copy (`estimates/eta.rs`) copies a pointer per gang, and
 /// then only the records its run changes. The engine itself never shares one, so a change
 /// copies nothing there.
 pub(crate) type GangMap = HashMap<GangId, std::sync::Arc<GangRecord>, FastHash>;

@@ -6,7 +6,7 @@
 use trainyard_topology::{HostId, HostSpec, Placement, Removal, Resources};
 
 use crate::engine::GangState;
-use crate::quota_tree::{FairShare, QuotaTree};
+use crate::quota::{FairShare, QuotaTree};
 use crate::{Engine, GangId, PolicyConfig, Result, Unschedulable};
 
 impl Engine {
@@ -147,7 +147,7 @@ impl Engine {
         self.flavor_of = crate::engine::flavors_of(&self.config, self.cluster.topology());
         let mut dropped = Vec::new();
         // In id order: a queue kept for running gangs only gets its index in a fixed order.
-        let mut queue_of: std::collections::HashMap<GangId, crate::quota_tree::QueueIdx> = Default::default();
+        let mut queue_of: std::collections::HashMap<GangId, crate::quota::QueueIdx> = Default::default();
         for id in self.gangs.ids() {
             let gang = &self.gangs[&id];
             let (name, total) = (gang.request.queue.clone(), gang.total);

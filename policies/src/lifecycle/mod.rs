@@ -1,6 +1,10 @@
 //! Gang lifecycle rules: admissions whose pods do not become ready in time are requeued
 //! with exponential backoff, and a gang that has waited too long is never passed.
 
+pub(crate) mod adopt;
+pub(crate) mod live_cluster;
+pub(crate) mod node_loss;
+
 use crate::engine::GangState;
 use crate::{Engine, Error, GangId, PendingReason, PendingStatus, Result};
 

@@ -9,8 +9,8 @@ use trainyard_topology::Demand;
 
 use crate::GangId;
 use crate::engine::OrderKey;
-use crate::gang_map::FastHash;
-use crate::quota_tree::QueueIdx;
+use crate::gangs::by_id::FastHash;
+use crate::quota::QueueIdx;
 
 /// The pending gangs of one request.
 #[derive(Clone, Debug, Default)]

@@ -1,4 +1,4 @@
-//! The reservation plan kept across cycles (`backfill.rs`) always equals a new replay of the
+//! The reservation plan kept across cycles (`backfill/mod.rs`) always equals a new replay of the
 //! running gangs' expected ends, after any sequence of submissions, cycles, ends (the first by
 //! expected end, which the kept plan survives, or any other), cancellations, lost hosts and
 //! policy reloads; and it is kept at all.
