@@ -27,12 +27,12 @@ use kube::runtime::watcher::Event;
 use trainyard::api::{
     ADMISSION_ANNOTATION, ClusterTrainingRuntime, PRIORITY_CLASS_LABEL, QUEUE_LABEL, Topology, TrainJob,
 };
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::intent::IntentContext;
-use trainyard::controller::live::{Change, Initial, Live, LiveSettings};
-use trainyard::controller::plan::{Action, Inputs, Mode, plan};
-use trainyard::controller::scheduler::{Decision, JobState, SchedulingLoop};
-use trainyard::controller::snapshot::{Runtimes, cluster_from_nodes, intent_of, job_entry};
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::deciding::intent::IntentContext;
+use trainyard::controller::deciding::plan::{Action, Inputs, Mode, plan};
+use trainyard::controller::deciding::scheduling_loop::{Decision, JobState, SchedulingLoop};
+use trainyard::controller::watching::live::{Change, Initial, Live, LiveSettings};
+use trainyard::controller::watching::scheduler_inputs::{Runtimes, cluster_from_nodes, intent_of, job_entry};
 use trainyard_policies::PolicyConfig;
 use trainyard_topology::rng::SplitMix64;
 

@@ -18,13 +18,13 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use trainyard::api::{ClusterTrainingRuntime, SlurmTarget, TrainJob};
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
-use trainyard::controller::plan::{Action, Inputs, Mode, plan};
-use trainyard::controller::scheduler::{Decision, JobEntry, SchedulingLoop};
-use trainyard::controller::slurm_side::SlurmSnapshot;
-use trainyard::controller::snapshot::{Runtimes, cluster_from_nodes, intent_of, job_entry};
-use trainyard::controller::workload;
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::acting::workload_objects;
+use trainyard::controller::deciding::intent::{GangIntent, IntentContext, Problem};
+use trainyard::controller::deciding::plan::{Action, Inputs, Mode, plan};
+use trainyard::controller::deciding::scheduling_loop::{Decision, JobEntry, SchedulingLoop};
+use trainyard::controller::slurm::cluster_view::SlurmSnapshot;
+use trainyard::controller::watching::scheduler_inputs::{Runtimes, cluster_from_nodes, intent_of, job_entry};
 use trainyard_bridges::RenderOptions;
 use trainyard_bridges::slurm::render_sbatch;
 use trainyard_bridges::trainer::TrainingRuntime;
@@ -183,11 +183,11 @@ fn main() -> Result<(), String> {
     let (unplaced, renders) = Phase::each(&admitted, |(job, intent, _)| {
         let kind = intent.as_ref().map(|i| i.kind).expect("checked above");
         let bridge_job = job.to_bridge().expect("generated TrainJob converts");
-        let rendered = workload::render(
+        let rendered = workload_objects::render(
             &bridge_job,
             run_runtime,
             kind,
-            RenderOptions { placement: workload::placement_of("", None), ..Default::default() },
+            RenderOptions { placement: workload_objects::placement_of("", None), ..Default::default() },
             None,
         );
         rendered.is_ok_and(|r| r.workload["kind"] == "JobSet")
@@ -211,7 +211,7 @@ fn main() -> Result<(), String> {
     scheduling.print("3. scheduling (one cycle)", &note);
     plan_phase.print("4. plan, admitted (placed JobSet)", &format!("{rendered} JobSets, {recorded} records"));
     e2e.print("end to end (2 + 3 + 4)", "TrainJobs per second of intent + scheduling + plan");
-    unplaced.print("baseline: render unplaced (Kubeflow)", "to_bridge + workload::render, no placement");
+    unplaced.print("baseline: render unplaced (Kubeflow)", "to_bridge + workload_objects::render, no placement");
     no_decision.print("baseline: plan, no decision", "status only; renders nothing");
     slurm_phase.print("5. plan, admitted on Slurm", "examples/slurm TrainJob -> SubmitSlurm + sbatch script");
     println!();

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
-use trainyard::controller::lease::LeaseLock;
-use trainyard::controller::plan::Mode;
-use trainyard::controller::run::{ApiServing, Settings, run};
-use trainyard::controller::slurm_run::{STEP_RETRY, SlurmLink};
+use trainyard::controller::deciding::plan::Mode;
+use trainyard::controller::process::run::{ApiServing, Settings, run};
+use trainyard::controller::serving::lease::LeaseLock;
+use trainyard::controller::slurm::poller::{STEP_RETRY, SlurmLink};
 use trainyard::grpc::rate::Limit;
 use trainyard_slurm::bridge::Bridge;
 use trainyard_slurm::rest::{RestClient, RestConfig};
@@ -195,8 +195,8 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
         identity: args.identity.clone(),
         slurm: None,
         devices: match args.dra_commit {
-            DraCommitArg::Delegate => trainyard::controller::plan::DeviceCommit::Delegate,
-            DraCommitArg::Allocate => trainyard::controller::plan::DeviceCommit::Allocate,
+            DraCommitArg::Delegate => trainyard::controller::deciding::plan::DeviceCommit::Delegate,
+            DraCommitArg::Allocate => trainyard::controller::deciding::plan::DeviceCommit::Allocate,
         },
         start_timeout: (args.start_timeout > 0).then_some(args.start_timeout),
         api: match (args.api_bind, &args.api_tls_cert, &args.api_tls_key) {

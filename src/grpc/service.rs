@@ -19,8 +19,8 @@ use super::rate::{Limit, RateLimiter};
 use super::submit::{self, FieldError};
 use super::v1;
 use super::v1::trainyard_server::Trainyard;
-use crate::controller::api_events::initial_events;
-use crate::controller::queries::{Answer, Asked, Query};
+use crate::controller::serving::api_answers::{Answer, Asked, Query};
+use crate::controller::serving::api_events::initial_events;
 
 /// Makes a Kubernetes client that acts with the caller's bearer token.
 pub type ClientFor = Arc<dyn Fn(&str) -> Result<Client, String> + Send + Sync>;

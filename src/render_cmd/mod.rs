@@ -13,15 +13,15 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 use trainyard::api::{QUEUE_LABEL, Queue, SlurmTarget, TrainJob};
-use trainyard::controller::intent::{IntentContext, Problem};
-use trainyard::controller::plan::{Mode, companion_patch};
-use trainyard::controller::pods::GangLayout;
-use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
-use trainyard::controller::slurm_gang::slurm_gang;
-use trainyard::controller::slurm_side::node_slot_cluster;
-use trainyard::controller::snapshot::{Runtimes, created_s, intent_of};
-use trainyard::controller::snapshot::{Side, policy_with_queues};
-use trainyard::controller::workload;
+use trainyard::controller::acting::workload_objects;
+use trainyard::controller::deciding::intent::{IntentContext, Problem};
+use trainyard::controller::deciding::plan::{Mode, companion_patch};
+use trainyard::controller::deciding::pod_bindings::GangLayout;
+use trainyard::controller::deciding::scheduling_loop::{Decision, JobEntry, JobState, SchedulingLoop};
+use trainyard::controller::slurm::cluster_view::node_slot_cluster;
+use trainyard::controller::slurm::gang_job::slurm_gang;
+use trainyard::controller::watching::scheduler_inputs::{Runtimes, created_s, intent_of};
+use trainyard::controller::watching::scheduler_inputs::{Side, policy_with_queues};
 use trainyard_bridges::slurm::render_sbatch;
 use trainyard_bridges::trainer as bridge;
 use trainyard_policies::PolicyConfig;
@@ -32,7 +32,7 @@ use crate::controller_cmd::ModeArg;
 use crate::inputs::{load_policy, read_text};
 use crate::output::Output;
 use print::{Binding, Body, Rendering, print};
-use trainyard::controller::admission::AdmissionRecord;
+use trainyard::controller::acting::admission_record::AdmissionRecord;
 
 /// Owner uid stamped on offline renders: a TrainJob read from a file has none yet.
 const OFFLINE_UID: &str = "00000000-0000-0000-0000-000000000000";
@@ -218,7 +218,7 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         let rendering = Rendering { comments, record, bindings, body };
         return print(&rendering, args.output);
     }
-    let placement = workload::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
+    let placement = workload_objects::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
     let claim_gpus = match &args.claim_templates {
         Some(path) => trainyard_bridges::render::claims::gpus_by_template(
             &read_objects(path)?.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
@@ -226,8 +226,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         None => BTreeMap::new(),
     };
     let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
-    let rendered =
-        workload::render(&bridge_job, runtime, intent.kind, opts, None).map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
+    let rendered = workload_objects::render(&bridge_job, runtime, intent.kind, opts, None)
+        .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     let mut bindings = Vec::new();
     if let Some(r) = &record {
         comments.push(format!("admitted: {} pods on {} nodes, placement cost {}", r.pods(), r.nodes.len(), r.cost));

@@ -7,7 +7,7 @@ use anyhow::Result;
 use serde::Serialize;
 use serde_json::Value;
 
-use trainyard::controller::admission::AdmissionRecord;
+use trainyard::controller::acting::admission_record::AdmissionRecord;
 
 use crate::output::{Output, structured, table};
 

@@ -13,11 +13,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::watcher::Event;
 use trainyard::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, QUEUE_LABEL, TrainJob};
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::live::{Change, Initial, Live, LiveSettings};
-use trainyard::controller::plan::Mode;
-use trainyard::controller::scheduler::Decision;
-use trainyard::controller::snapshot::Runtimes;
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::deciding::plan::Mode;
+use trainyard::controller::deciding::scheduling_loop::Decision;
+use trainyard::controller::watching::live::{Change, Initial, Live, LiveSettings};
+use trainyard::controller::watching::scheduler_inputs::Runtimes;
 use trainyard_bridges::trainer as bridge;
 
 pub const T0: u64 = 1_800_000_000;
@@ -286,7 +286,7 @@ impl Harness {
 
     /// Runs a cycle `dt` seconds later and returns the decisions it changed; the arrival order of
     /// TrainJobs seen for the first time is written on them, as their first reconcile does.
-    pub fn advance(&mut self, dt: u64) -> trainyard::controller::live::Changed {
+    pub fn advance(&mut self, dt: u64) -> trainyard::controller::watching::live::Changed {
         self.now += dt;
         let changed = self.live.cycle(self.now).0;
         for (uid, n) in self.live.take_new_arrivals() {
@@ -300,7 +300,7 @@ impl Harness {
         changed
     }
 
-    pub fn cycle(&mut self) -> trainyard::controller::live::Changed {
+    pub fn cycle(&mut self) -> trainyard::controller::watching::live::Changed {
         self.advance(0)
     }
 

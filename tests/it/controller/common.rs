@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use trainyard::api::{FINALIZER, QUEUE_LABEL, SlurmTarget, TrainJob};
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::intent::{GangIntent, IntentContext, Problem};
-use trainyard::controller::plan::{Action, Inputs, Mode, WorkloadView, plan};
-use trainyard::controller::pods::PodView;
-use trainyard::controller::scheduler::Decision;
-use trainyard::controller::slurm_side::SlurmSnapshot;
-use trainyard::controller::snapshot::{Runtimes, intent_of};
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::deciding::intent::{GangIntent, IntentContext, Problem};
+use trainyard::controller::deciding::plan::{Action, Inputs, Mode, WorkloadView, plan};
+use trainyard::controller::deciding::pod_bindings::PodView;
+use trainyard::controller::deciding::scheduling_loop::Decision;
+use trainyard::controller::slurm::cluster_view::SlurmSnapshot;
+use trainyard::controller::watching::scheduler_inputs::{Runtimes, intent_of};
 use trainyard_bridges::trainer as bridge;
 use trainyard_policies::PolicyConfig;
 
@@ -70,7 +70,7 @@ pub struct World {
     pub hostfile_exists: bool,
     pub pods: Vec<PodView>,
     pub mode: Mode,
-    pub gang_api: Option<trainyard::controller::gang_api::GangApi>,
+    pub gang_api: Option<trainyard::controller::acting::gang_api::GangApi>,
     /// Queues that run on Slurm.
     pub slurm_queues: BTreeMap<String, SlurmTarget>,
     /// The Slurm cluster as last seen; `None`: the controller runs without Slurm.
@@ -78,11 +78,11 @@ pub struct World {
     /// The arrival order the loop handed out, when the TrainJob carries none.
     pub arrival: Option<u64>,
     /// Who allocates the devices of DRA claims.
-    pub devices: trainyard::controller::plan::DeviceCommit,
+    pub devices: trainyard::controller::deciding::plan::DeviceCommit,
     /// Seconds the gang may take to have every pod bound.
     pub start_timeout: Option<u64>,
     /// What the reconciler found of an MPI gang's SSH key Secret.
-    pub ssh_secret: Option<trainyard::controller::plan::SecretSeen>,
+    pub ssh_secret: Option<trainyard::controller::deciding::plan::SecretSeen>,
 }
 
 impl World {
@@ -192,7 +192,7 @@ pub fn gated_pod(jobset: &str, index: u32, has_node_selector: bool) -> PodView {
 
 /// A gated pod of replicated job `rjob` (job 0) at completion `index`.
 pub fn gated_pod_of(jobset: &str, rjob: &str, index: u32, has_node_selector: bool) -> PodView {
-    use trainyard::controller::pods::{COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, RJOB_LABEL};
+    use trainyard::controller::deciding::pod_bindings::{COMPLETION_INDEX_LABEL, JOB_INDEX_LABEL, RJOB_LABEL};
     let labels =
         [(RJOB_LABEL, rjob.to_string()), (JOB_INDEX_LABEL, "0".into()), (COMPLETION_INDEX_LABEL, index.to_string())]
             .into_iter()

@@ -10,10 +10,10 @@ use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTe
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
 use trainyard::api::{QUEUE_LABEL, TrainJob};
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::live::{Change, DraChange, Initial, Live, LiveSettings};
-use trainyard::controller::plan::Mode;
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::deciding::plan::Mode;
+use trainyard::controller::deciding::scheduling_loop::Decision;
+use trainyard::controller::watching::live::{Change, DraChange, Initial, Live, LiveSettings};
 use trainyard_topology::devices::synth::{CLASSES_AND_TEMPLATES, SynthNode, slices_yaml};
 
 use super::cluster::*;

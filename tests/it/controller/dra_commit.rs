@@ -7,11 +7,11 @@ use http::StatusCode;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
-use trainyard::controller::act::Actor;
-use trainyard::controller::admission::{AdmissionRecord, SlotDevices};
-use trainyard::controller::plan::{Action, DeviceCommit};
-use trainyard::controller::pods::{PodClaim, PodView};
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::acting::actor::Actor;
+use trainyard::controller::acting::admission_record::{AdmissionRecord, SlotDevices};
+use trainyard::controller::deciding::plan::{Action, DeviceCommit};
+use trainyard::controller::deciding::pod_bindings::{PodClaim, PodView};
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::common::*;
 use super::mock::{expect, scenario, status_reply};
@@ -256,7 +256,7 @@ async fn a_release_takes_the_allocation_back_then_the_finalizer_and_a_claim_gone
 
 #[test]
 fn a_claim_every_pod_shares_goes_on_the_pod_group_and_is_not_placed_per_pod() {
-    use trainyard::controller::gang_api::GangApi;
+    use trainyard::controller::acting::gang_api::GangApi;
     let runtime = DRA_RUNTIME.replace(
         "                - {name: gpu, resourceClaimTemplateName: one-gpu}\n",
         "                - {name: gpu, resourceClaimTemplateName: one-gpu}\n                - {name: imex, resourceClaimName: llm-imex-channel}\n",

@@ -2,7 +2,7 @@
 //! affinity, cordoned, NotReady and deleted nodes under running gangs, relists and restarts. Each
 //! scenario also checks that a controller restarted in the middle decides the same.
 
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::cluster::*;
 
@@ -10,7 +10,7 @@ fn nodes(n: usize) -> Vec<k8s_openapi::api::core::v1::Node> {
     (0..n).map(|i| node(&format!("n{i}"), 8)).collect()
 }
 
-fn plain() -> std::sync::Arc<trainyard::controller::snapshot::Runtimes> {
+fn plain() -> std::sync::Arc<trainyard::controller::watching::scheduler_inputs::Runtimes> {
     runtimes(&[runtime_yaml("gpu", "")])
 }
 
@@ -317,7 +317,7 @@ fn the_engine_is_built_once_whatever_changes() {
     )
     .unwrap();
     h.live.apply(
-        trainyard::controller::live::Change::Queue(Box::new(kube::runtime::watcher::Event::Apply(queue))),
+        trainyard::controller::watching::live::Change::Queue(Box::new(kube::runtime::watcher::Event::Apply(queue))),
         h.now,
     );
     h.advance(5);

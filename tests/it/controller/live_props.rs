@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use proptest::prelude::*;
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::cluster::*;
 

@@ -3,7 +3,7 @@
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use trainyard::api::Topology;
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::cluster::*;
 
@@ -67,7 +67,7 @@ fn a_multi_slice_tpu_trainjob_takes_two_whole_node_pools() {
     let mut live = start_on(policy, &[topology()], &nodes, std::slice::from_ref(&busy), &[], runtimes.clone(), T0);
     let job = tpu_job("slices", 8, 0);
     live.apply(
-        trainyard::controller::live::Change::Job(Box::new(kube::runtime::watcher::Event::Apply(job.clone()))),
+        trainyard::controller::watching::live::Change::Job(Box::new(kube::runtime::watcher::Event::Apply(job.clone()))),
         T0,
     );
     live.cycle(T0);
@@ -89,7 +89,10 @@ fn a_multi_slice_tpu_trainjob_takes_two_whole_node_pools() {
     // A third slice does not fit anywhere whole now; it waits, said in TPU terms.
     let mut more = tpu_job("more", 12, 1);
     more.metadata.uid = Some("uid-more".into());
-    live.apply(trainyard::controller::live::Change::Job(Box::new(kube::runtime::watcher::Event::Apply(more))), T0);
+    live.apply(
+        trainyard::controller::watching::live::Change::Job(Box::new(kube::runtime::watcher::Event::Apply(more))),
+        T0,
+    );
     live.cycle(T0 + 1);
     match live.decision("team/more").cloned() {
         Some(Decision::Pending { reason, .. }) => assert_eq!(reason, "TpuSlicesUnavailable"),

@@ -6,11 +6,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
-use trainyard::controller::act::{Actor, ungate_patch};
-use trainyard::controller::lease::LeaseLock;
-use trainyard::controller::plan::Action;
-use trainyard::controller::pods::Ungate;
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::acting::actor::{Actor, ungate_patch};
+use trainyard::controller::deciding::plan::Action;
+use trainyard::controller::deciding::pod_bindings::Ungate;
+use trainyard::controller::deciding::scheduling_loop::Decision;
+use trainyard::controller::serving::lease::LeaseLock;
 
 use super::common::*;
 
@@ -200,8 +200,11 @@ async fn admission_record_finalizer_and_preemption_requests() {
     let actor = Actor::new(client, None);
     let admit = [Action::AddFinalizer { arrival: Some(7) }, Action::RecordAdmission(r)];
     actor.run(&w.job, &admit).await.unwrap();
-    let target =
-        trainyard::controller::workload::workload_ref(trainyard_bridges::WorkloadKind::JobSet, "vision", "resnet-cpu");
+    let target = trainyard::controller::acting::workload_objects::workload_ref(
+        trainyard_bridges::WorkloadKind::JobSet,
+        "vision",
+        "resnet-cpu",
+    );
     actor.execute(&w.job, &Action::Delete(target)).await.unwrap();
     verifier.await.unwrap();
 }
@@ -220,7 +223,7 @@ async fn a_record_on_a_changed_trainjob_is_refused_and_planned_again() {
         ],
     );
     let err = Actor::new(client, None).run(&w.job, &[Action::RecordAdmission(r)]).await.unwrap_err();
-    assert!(matches!(err, trainyard::controller::act::ActError::Conflict), "{err}");
+    assert!(matches!(err, trainyard::controller::acting::actor::ActError::Conflict), "{err}");
     verifier.await.unwrap();
 }
 
@@ -237,7 +240,7 @@ async fn a_finalizer_that_moved_since_the_read_is_planned_again() {
         ],
     );
     let err = Actor::new(client, None).run(&w.job, &[Action::RemoveFinalizer]).await.unwrap_err();
-    assert!(matches!(err, trainyard::controller::act::ActError::Conflict), "{err}");
+    assert!(matches!(err, trainyard::controller::acting::actor::ActError::Conflict), "{err}");
     verifier.await.unwrap();
 }
 
@@ -262,7 +265,7 @@ async fn a_gate_already_removed_counts_as_done() {
 #[tokio::test]
 async fn companion_admission_applies_the_runtime_patch_and_unsuspends() {
     let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
-    w.mode = trainyard::controller::plan::Mode::Companion;
+    w.mode = trainyard::controller::deciding::plan::Mode::Companion;
     w.job.spec.0.suspend = Some(true);
     w.decision = Some(Decision::Admit(record(&[("host-a", 3)])));
     let actions = w.plan();

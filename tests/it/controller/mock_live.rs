@@ -6,10 +6,10 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 use trainyard::api::TrainJob;
-use trainyard::controller::act::Actor;
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::plan::{Action, WorkloadView};
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::acting::actor::Actor;
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::deciding::plan::{Action, WorkloadView};
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::cluster::*;
 use super::common::{World, conditions};

@@ -2,8 +2,8 @@
 
 use trainyard::api::trainer::TrainJobStatus;
 use trainyard::api::{ADMISSION_ANNOTATION, REQUIRED_TOPOLOGY};
-use trainyard::controller::plan::{Action, Mode, PATCH_MANAGER, SecretSeen, WorkloadView};
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::deciding::plan::{Action, Mode, PATCH_MANAGER, SecretSeen, WorkloadView};
+use trainyard::controller::deciding::scheduling_loop::Decision;
 use trainyard_bridges::TOPOLOGY_GATE;
 
 use super::common::*;
@@ -287,7 +287,7 @@ fn companion_preemption_suspends_the_trainjob_and_drops_the_patch() {
 
 #[test]
 fn with_the_gang_api_the_pod_group_is_applied_before_the_jobset_and_pods_join_it() {
-    use trainyard::controller::gang_api::GangApi;
+    use trainyard::controller::acting::gang_api::GangApi;
     let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
     w.gang_api = Some(GangApi::V1alpha2);
     w.decision = Some(Decision::Admit(record(&[("host-a", 3)])));

@@ -115,11 +115,11 @@ fn the_kubernetes_examples_parse_and_render_placed_in_one_subblock() {
         .map(|d| serde_saphyr::from_str(d).unwrap())
         .collect();
     let refs: Vec<&trainyard::api::Queue> = queues.iter().collect();
-    let policy = trainyard::controller::snapshot::policy_with_queues(
+    let policy = trainyard::controller::watching::scheduler_inputs::policy_with_queues(
         "",
         "none",
         &refs,
-        trainyard::controller::snapshot::Side::Kubernetes,
+        trainyard::controller::watching::scheduler_inputs::Side::Kubernetes,
     )
     .unwrap();
     assert_eq!(policy.queues.len(), 3);

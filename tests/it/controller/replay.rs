@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use trainyard::api::trainer::TrainJobStatus;
 use trainyard::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, FINALIZER};
-use trainyard::controller::plan::{Action, WorkloadView, recorded};
-use trainyard::controller::scheduler::Decision;
+use trainyard::controller::deciding::plan::{Action, WorkloadView, recorded};
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::common::*;
 
@@ -30,7 +30,7 @@ impl Server {
     }
 
     /// What the scheduling loop says: it admits until it finds its record on the object.
-    fn decide(&mut self, admission: &trainyard::controller::admission::AdmissionRecord) {
+    fn decide(&mut self, admission: &trainyard::controller::acting::admission_record::AdmissionRecord) {
         self.world.decision = Some(if recorded(&self.world.job).is_some() {
             Decision::Running
         } else {
@@ -125,7 +125,11 @@ impl Server {
     }
 
     /// Reconciles until nothing is left to do, at most `budget` steps; returns the steps taken.
-    fn reconcile(&mut self, admission: &trainyard::controller::admission::AdmissionRecord, mut budget: usize) -> usize {
+    fn reconcile(
+        &mut self,
+        admission: &trainyard::controller::acting::admission_record::AdmissionRecord,
+        mut budget: usize,
+    ) -> usize {
         let mut taken = 0;
         for _ in 0..20 {
             self.decide(admission);

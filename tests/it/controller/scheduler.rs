@@ -1,7 +1,7 @@
 //! The scheduling loop by value: admissions, repeats until recorded, restarts, endings, domains.
 
-use trainyard::controller::intent::GangIntent;
-use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
+use trainyard::controller::deciding::intent::GangIntent;
+use trainyard::controller::deciding::scheduling_loop::{Decision, JobEntry, JobState, SchedulingLoop};
 use trainyard_bridges::WorkloadKind;
 use trainyard_policies::PolicyConfig;
 use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
@@ -101,7 +101,7 @@ fn domain_mode_records_the_selector_of_every_enclosing_level() {
 fn queue_status_reports_usage_and_counts_and_a_broken_tree() {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use trainyard::api::{Queue, QueueSpec};
-    use trainyard::controller::queue_status::queue_statuses;
+    use trainyard::controller::deciding::queue_status::queue_statuses;
     let mut s = looped();
     let jobs = vec![
         entry("a", 1, JobState::Waiting(intent(3, TopologyRequest::Unconstrained, false))),
@@ -157,8 +157,8 @@ fn a_running_gang_whose_spec_broke_keeps_its_hosts_until_it_ends() {
 #[test]
 fn intents_are_rendered_again_only_when_their_inputs_change() {
     use super::common::*;
-    use trainyard::controller::intent::IntentContext;
-    use trainyard::controller::snapshot::{IntentCache, Runtimes};
+    use trainyard::controller::deciding::intent::IntentContext;
+    use trainyard::controller::watching::scheduler_inputs::{IntentCache, Runtimes};
     let mut job = job(TORCH_JOB);
     job.metadata.resource_version = Some("7".into());
     job.metadata.generation = Some(1);
@@ -216,7 +216,7 @@ fn a_gang_of_pod_sets_is_recorded_set_by_set_and_adopted_where_it_runs() {
 #[test]
 fn a_record_from_before_the_gang_had_its_launcher_is_charged_for_the_pods_it_placed() {
     let mut s = looped();
-    let old = trainyard::controller::admission::AdmissionRecord {
+    let old = trainyard::controller::acting::admission_record::AdmissionRecord {
         nodes: vec![("host-0".into(), 1), ("host-1".into(), 1)],
         domain: None,
         at: 5,

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use trainyard::api::{ADMISSION_ANNOTATION, QUEUE_LABEL, SlurmTarget, TrainJob};
-use trainyard::controller::admission::AdmissionRecord;
-use trainyard::controller::intent::GangIntent;
-use trainyard::controller::plan::{Action, SLURM_REJECTED};
-use trainyard::controller::scheduler::{Decision, JobEntry, JobState, SchedulingLoop};
-use trainyard::controller::slurm_gang::{NOT_FOR_SLURM, gang_id, slurm_gang};
-use trainyard::controller::slurm_side::{SlurmSnapshot, slurm_cluster, split_cycle};
+use trainyard::controller::acting::admission_record::AdmissionRecord;
+use trainyard::controller::deciding::intent::GangIntent;
+use trainyard::controller::deciding::plan::{Action, SLURM_REJECTED};
+use trainyard::controller::deciding::scheduling_loop::{Decision, JobEntry, JobState, SchedulingLoop};
+use trainyard::controller::slurm::cluster_view::{SlurmSnapshot, slurm_cluster, split_cycle};
+use trainyard::controller::slurm::gang_job::{NOT_FOR_SLURM, gang_id, slurm_gang};
 use trainyard_bridges::slurm::{GangState, SlurmPlacement, render_sbatch};
 use trainyard_policies::PolicyConfig;
 use trainyard_slurm::{JobInfo, NodeInfo};

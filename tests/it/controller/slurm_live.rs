@@ -11,13 +11,13 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use trainyard::api::{ADMISSION_ANNOTATION, FINALIZER, Queue, QueueSpec, TrainJobStatus};
-use trainyard::controller::act::{ActError, Actor};
-use trainyard::controller::plan::Mode;
-use trainyard::controller::plan::{Action, recorded};
-use trainyard::controller::scheduler::{Decision, SchedulingLoop};
-use trainyard::controller::slurm_run::{STEP_RETRY, SlurmLink};
-use trainyard::controller::slurm_side::slurm_cluster;
-use trainyard::controller::snapshot::{Side, job_entry, policy_with_queues};
+use trainyard::controller::acting::actor::{ActError, Actor};
+use trainyard::controller::deciding::plan::Mode;
+use trainyard::controller::deciding::plan::{Action, recorded};
+use trainyard::controller::deciding::scheduling_loop::{Decision, SchedulingLoop};
+use trainyard::controller::slurm::cluster_view::slurm_cluster;
+use trainyard::controller::slurm::poller::{STEP_RETRY, SlurmLink};
+use trainyard::controller::watching::scheduler_inputs::{Side, job_entry, policy_with_queues};
 use trainyard_bridges::slurm::GangState;
 use trainyard_slurm::bridge::Bridge;
 use trainyard_slurm::rest::{RestClient, RestConfig};
@@ -141,7 +141,7 @@ impl Harness {
     fn gang(&self) -> String {
         let r = recorded(&self.world.job).expect("admitted");
         let m = &self.world.job.metadata;
-        trainyard::controller::slurm_gang::gang_id(
+        trainyard::controller::slurm::gang_job::gang_id(
             "research",
             m.name.as_deref().unwrap(),
             m.uid.as_deref().unwrap(),
@@ -201,7 +201,7 @@ async fn a_restarted_controller_submits_nothing_twice_and_delete_cancels() {
     // Even an explicit submission finds the job instead of submitting it again.
     let job = h.world.job.clone();
     let (intent, runtime) = (h.world.intent().unwrap(), h.world.runtimes.cluster.get("torch-slurm").unwrap().clone());
-    let again = trainyard::controller::slurm_gang::slurm_gang(
+    let again = trainyard::controller::slurm::gang_job::slurm_gang(
         &job.to_bridge().unwrap(),
         &runtime,
         intent.slurm.as_ref().unwrap(),

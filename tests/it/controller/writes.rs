@@ -12,10 +12,10 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 use tokio::time::Instant;
-use trainyard::controller::act::Actor;
-use trainyard::controller::plan::Action;
-use trainyard::controller::scheduler::Decision;
-use trainyard::controller::status_writer::StatusWriter;
+use trainyard::controller::acting::actor::Actor;
+use trainyard::controller::acting::status_writer::StatusWriter;
+use trainyard::controller::deciding::plan::Action;
+use trainyard::controller::deciding::scheduling_loop::Decision;
 
 use super::cluster::*;
 use super::common::World;
