@@ -7,7 +7,6 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
-use serde_json::json;
 
 use crate::Options;
 use crate::kube_util::{is_true, name_of, wait_for};
@@ -145,9 +144,7 @@ async fn clear(w: &World<'_>) -> Result<()> {
         // the restart it can lag as the garbage collector does, and the suite lifts it instead.
         let pods = w.kube().list("v1", "Pod", Some(&w.ns), None).await?;
         for pod in pods.iter().filter(|p| p.pointer("/metadata/deletionTimestamp").is_some()) {
-            // Gone meanwhile is as good: what is left is counted below.
-            let lift = json!({"metadata": {"finalizers": null}});
-            let _ = w.kube().merge("v1", "Pod", Some(&w.ns), &name_of(pod), &lift).await;
+            w.kube().strip_finalizers("v1", "Pod", Some(&w.ns), &name_of(pod)).await?;
         }
         let left = (
             w.kube().list("trainer.kubeflow.org/v1alpha1", "TrainJob", Some(&w.ns), None).await?.len(),
