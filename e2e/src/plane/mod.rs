@@ -26,6 +26,10 @@ WorkloadAwarePreemption=true,DRAWorkloadResourceClaims=true";
 const RUNTIME_CONFIG: &str = "scheduling.k8s.io/v1alpha2=true";
 /// How long a component may take to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// kube-controller-manager's and kube-scheduler's default leader-election renew deadline. A
+/// production control plane runs both with leader election: an API server away longer than
+/// this makes them give up leadership and exit, and their supervisor starts them afresh.
+const RENEW_DEADLINE: Duration = Duration::from_secs(10);
 
 /// The ports of one control plane.
 #[derive(Clone, Copy, Debug)]
@@ -64,6 +68,8 @@ pub struct Plane {
     apiserver: Process,
     kcm: Process,
     scheduler: Process,
+    /// Since when the API server has been stopped or killed.
+    apiserver_down: Option<Instant>,
 }
 
 impl Plane {
@@ -152,9 +158,22 @@ impl Plane {
             apiserver,
             kcm,
             scheduler,
+            apiserver_down: None,
         };
-        for port in [ports.kcm, ports.scheduler] {
-            let which = if port == ports.kcm { &mut plane.kcm } else { &mut plane.scheduler };
+        plane.wait_controllers_healthy().await?;
+        plane.version = plane.admin.apiserver_version().await.map(|v| v.git_version).unwrap_or_default();
+        Ok(plane)
+    }
+
+    /// Waits for `/readyz` of the API server.
+    pub async fn wait_apiserver_ready(&mut self) -> Result<Duration> {
+        wait_ready(&mut self.apiserver, &self.admin).await
+    }
+
+    /// Waits until kube-controller-manager and kube-scheduler answer `/healthz` with `ok`.
+    async fn wait_controllers_healthy(&mut self) -> Result<()> {
+        for port in [self.ports.kcm, self.ports.scheduler] {
+            let which = if port == self.ports.kcm { &mut self.kcm } else { &mut self.scheduler };
             let health = insecure_client(port)?;
             wait_until(which, READY_TIMEOUT, || {
                 let health = health.clone();
@@ -165,33 +184,41 @@ impl Plane {
             })
             .await?;
         }
-        plane.version = plane.admin.apiserver_version().await.map(|v| v.git_version).unwrap_or_default();
-        Ok(plane)
-    }
-
-    /// Waits for `/readyz` of the API server.
-    pub async fn wait_apiserver_ready(&mut self) -> Result<Duration> {
-        wait_ready(&mut self.apiserver, &self.admin).await
+        Ok(())
     }
 
     /// Kills the API server with SIGKILL.
     pub async fn kill_apiserver(&mut self) {
         self.apiserver.kill().await;
+        self.apiserver_down = Some(Instant::now());
     }
 
     /// Stops the API server gracefully (SIGTERM).
     pub async fn stop_apiserver(&mut self) {
         self.apiserver.terminate(Duration::from_secs(30)).await;
+        self.apiserver_down = Some(Instant::now());
     }
 
     /// Starts the API server again and waits until it is ready; returns how long that took.
+    /// After an outage past the renew deadline, kube-controller-manager and kube-scheduler are
+    /// started afresh too, as their leader election and supervisor would (they run here without
+    /// leader election, and a kube-controller-manager 1.36 kept across several restarts was
+    /// seen with its pod informer stuck hundreds of revisions behind, creating no pods).
     pub async fn start_apiserver(&mut self) -> Result<Duration> {
         if !port_free(self.ports.apiserver) {
             // The old socket may linger for a moment after a kill.
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
         self.apiserver.restart()?;
-        self.wait_apiserver_ready().await
+        let ready = self.wait_apiserver_ready().await?;
+        if self.apiserver_down.take().is_some_and(|since| since.elapsed() > RENEW_DEADLINE) {
+            self.kcm.terminate(Duration::from_secs(5)).await;
+            self.scheduler.terminate(Duration::from_secs(5)).await;
+            self.kcm.restart()?;
+            self.scheduler.restart()?;
+            self.wait_controllers_healthy().await?;
+        }
+        Ok(ready)
     }
 
     /// Compacts etcd's history up to its current revision: every watch that resumes from an
