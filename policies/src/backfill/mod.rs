@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, HashSet};
 
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
-use crate::engine::GangState;
 use crate::gangs::by_id::FastHash;
+use crate::gangs::record::GangState;
 use crate::quota::QueueIdx;
 use crate::{Engine, GangId, PendingReason, Result};
 

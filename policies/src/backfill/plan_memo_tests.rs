@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use trainyard_topology::{Cluster, GangShape, HostId, Resources, TopologyRequest};
 
-use crate::engine::GangState;
+use crate::gangs::record::GangState;
 use crate::{BackfillMode, Engine, GangId, GangRequest, PolicyConfig, QueueConfig};
 
 #[derive(Clone, Debug)]

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use trainyard_topology::{Demand, PlacementFailure, Resources};
 
-use crate::engine::GangRecord;
 use crate::gangs::by_id::FastHash;
+use crate::gangs::record::GangRecord;
 use crate::{Engine, GangId, PendingReason, PendingStatus};
 
 /// What gangs not looked at in the last cycle are waiting for.

@@ -11,8 +11,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::ops::Bound;
 
-use crate::engine::OrderKey;
 use crate::gangs::pending::Pending;
+use crate::gangs::record::OrderKey;
 use crate::quota::FairShare;
 use crate::quota::QueueIdx;
 use crate::{Engine, FairSharing, GangId};

@@ -29,8 +29,8 @@ use trainyard_topology::Demand;
 use crate::Engine;
 use crate::cycle::early_stop::UNLIMITED;
 use crate::cycle::walk::Walk;
-use crate::engine::OrderKey;
 use crate::gangs::by_request::Group;
+use crate::gangs::record::OrderKey;
 
 /// Queues whose quota is looked at for one request passed over; more are not checked (one
 /// quota check per queue and request would cost more than passing saves).

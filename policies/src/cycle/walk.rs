@@ -10,7 +10,7 @@ use trainyard_topology::{Demand, Placement, PlacementFailure};
 
 use crate::backfill::{Candidate, Holds, ReservationPlan};
 use crate::cycle::blanket::{Blanket, ShapeFailures};
-use crate::engine::GangRecord;
+use crate::gangs::record::GangRecord;
 use crate::quota::{QueueIdx, QuotaBlock};
 use crate::{Admission, BackfillMode, Cycle, Engine, Error, GangId, PendingReason, Result};
 

@@ -42,9 +42,9 @@ use std::collections::{HashSet, VecDeque};
 
 use serde::Serialize;
 
-use crate::engine::{GangState, OrderKey};
 use crate::estimates::explain::fit_after_ends;
 use crate::gangs::by_id::FastHash;
+use crate::gangs::record::{GangState, OrderKey};
 use crate::{BackfillMode, Engine, GangId, RuntimeHistory, Unschedulable};
 
 /// How far ahead a start-time estimate looks by default, simulated seconds (30 days).

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use trainyard_topology::{Cluster, GangShape, Resources, TopologyRequest};
 
-use crate::engine::GangState;
+use crate::gangs::record::GangState;
 use crate::{
     BackfillMode, Engine, EtaAnswer, EtaLimits, GangId, GangRequest, PolicyConfig, QueueConfig, RuntimeHistory,
 };

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use trainyard_topology::{Cluster, Demand, HostId, Resources};
 
-use crate::engine::GangState;
+use crate::gangs::record::GangState;
 use crate::gangs::table::GangTable;
 use crate::preemption::victims::{self, Candidate};
 use crate::{Engine, GangId, PendingReason, PendingStatus};

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use crate::GangId;
-use crate::engine::GangRecord;
+use crate::gangs::record::GangRecord;
 
 /// A multiply-rotate hash over whole words (the engine hashes ids and small request values,
 /// never text from outside, so a keyed hash buys nothing here).

@@ -8,8 +8,8 @@ use std::ops::Bound;
 use trainyard_topology::Demand;
 
 use crate::GangId;
-use crate::engine::OrderKey;
 use crate::gangs::by_id::FastHash;
+use crate::gangs::record::OrderKey;
 use crate::quota::QueueIdx;
 
 /// The pending gangs of one request.

@@ -5,7 +5,7 @@
 
 use trainyard_topology::{Demand, HostId, Placement};
 
-use crate::engine::{GangRecord, GangState};
+use crate::gangs::record::{GangRecord, GangState};
 use crate::{Engine, Error, GangId, GangRequest, PendingReason, PendingStatus, Result, Submitted, Unschedulable};
 
 impl Engine {

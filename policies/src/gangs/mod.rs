@@ -7,6 +7,7 @@ pub(crate) mod by_request;
 pub(crate) mod entry_exit;
 pub(crate) mod kept_placements;
 pub(crate) mod pending;
+pub(crate) mod record;
 pub(crate) mod request;
 pub(crate) mod table;
 #[cfg(test)]

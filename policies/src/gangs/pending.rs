@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::ops::Bound;
 
 use crate::GangId;
-use crate::engine::OrderKey;
 use crate::gangs::by_id::FastHash;
+use crate::gangs::record::OrderKey;
 use crate::quota::QueueIdx;
 
 /// Pending gangs by visiting key, overall and within each queue.

@@ -19,10 +19,10 @@ use std::sync::Arc;
 
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
-use crate::engine::{GangRecord, GangState, OrderKey};
 use crate::gangs::by_id::{FastHash, GangMap};
 use crate::gangs::by_request::ByRequest;
 use crate::gangs::pending::Pending;
+use crate::gangs::record::{GangRecord, GangState, OrderKey};
 use crate::quota::QueueIdx;
 use crate::{GangId, PendingStatus};
 

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use trainyard_topology::{Cluster, GangShape, HostId, Resources, TopologyRequest};
 
-use crate::engine::GangState;
+use crate::gangs::record::GangState;
 use crate::{BackfillMode, Engine, GangId, GangRequest, PolicyConfig, PreemptionRules, QueueConfig};
 
 #[derive(Clone, Debug)]
@@ -128,7 +128,7 @@ proptest! {
             }
             prop_assert_eq!(e.gangs.check(), Ok(()), "after {:?}", step);
             // Filed or scanned, the running gangs by host and by queue are those the records say.
-            let running: Vec<(GangId, &crate::engine::GangRecord)> = e
+            let running: Vec<(GangId, &crate::gangs::record::GangRecord)> = e
                 .gangs
                 .ids()
                 .into_iter()

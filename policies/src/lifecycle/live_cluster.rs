@@ -5,7 +5,7 @@
 
 use trainyard_topology::{HostId, HostSpec, Placement, Removal, Resources};
 
-use crate::engine::GangState;
+use crate::gangs::record::GangState;
 use crate::quota::{FairShare, QuotaTree};
 use crate::{Engine, GangId, PolicyConfig, Result, Unschedulable};
 

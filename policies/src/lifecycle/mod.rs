@@ -5,7 +5,7 @@ pub(crate) mod adopt;
 pub(crate) mod live_cluster;
 pub(crate) mod node_loss;
 
-use crate::engine::GangState;
+use crate::gangs::record::GangState;
 use crate::{Engine, Error, GangId, PendingReason, PendingStatus, Result};
 
 /// Timeouts and limits of a gang's life in the engine. All off by default.

@@ -7,7 +7,8 @@
 
 use trainyard_topology::{HostId, PlacementFailure};
 
-use crate::engine::{Cycle, GangState, NodeLoss, Replacement};
+use crate::gangs::record::GangState;
+use crate::{Cycle, NodeLoss, Replacement};
 use crate::{Engine, GangId, NodeLossAction, PendingReason, Result};
 
 /// A lost host's pods of one set moved: (lost host, set, new hosts, GPU indices, devices).

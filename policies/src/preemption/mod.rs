@@ -18,7 +18,8 @@ pub(crate) mod victims;
 
 use trainyard_topology::{Placement, Resources};
 
-use crate::engine::{Cycle, GangState, Preemption};
+use crate::gangs::record::GangState;
+use crate::{Cycle, Preemption};
 use crate::{Engine, GangId, PendingReason, PendingStatus, Result};
 use victims::Candidate;
 
