@@ -263,7 +263,7 @@ impl Engine {
             let reason = self.fresh_reason(failure, request);
             self.set_status(id, reason, reserved_at);
         }
-        if self.starving(id, now) {
+        if self.lifecycle.starving(self.gangs.get(&id), now) {
             // Nobody may pass a gang that has waited too long.
             self.blanket = Some(Blanket::QueuedBehind(id));
             return Ok(Step::Stop);
