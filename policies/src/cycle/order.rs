@@ -13,9 +13,10 @@ use std::ops::Bound;
 
 use crate::gangs::pending::Pending;
 use crate::gangs::record::OrderKey;
-use crate::quota::FairShare;
-use crate::quota::QueueIdx;
-use crate::{Engine, FairSharing, GangId};
+use trainyard_topology::Resources;
+
+use crate::GangId;
+use crate::quota::{FairShare, QueueIdx, QuotaTree};
 
 /// Fixed-point scale of shares, so that they order exactly and deterministically.
 pub(crate) const SHARE_SCALE: f64 = 1e9;
@@ -160,25 +161,10 @@ impl Order {
     }
 }
 
-impl Engine {
-    /// Turns fair sharing on (with an optional half-life for past usage) or off.
-    pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
-        self.fair = fair;
-        self.fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
-    }
-
-    /// A queue's weighted dominant share now (with its decayed history when fair sharing has
-    /// a half-life), scaled by [`SHARE_SCALE`].
-    pub fn share(&self, queue: QueueIdx) -> u64 {
-        let capacity = self.cluster.total_capacity();
-        (self.fair_share.share(&self.quotas, queue, capacity) * SHARE_SCALE) as u64
-    }
-
-    /// Accounts every queue's usage up to `now` into the fair-share history; called before
-    /// any change of usage.
-    pub(crate) fn advance_history(&mut self, now: u64) {
-        self.fair_share.advance(&self.quotas, now);
-    }
+/// A queue's weighted dominant share now (with its decayed history when fair sharing has a
+/// half-life), scaled by [`SHARE_SCALE`] into the integer the fair order sorts by.
+pub(crate) fn scaled_share(fair_share: &FairShare, quotas: &QuotaTree, capacity: Resources, queue: QueueIdx) -> u64 {
+    (fair_share.share(quotas, queue, capacity) * SHARE_SCALE) as u64
 }
 
 #[cfg(test)]

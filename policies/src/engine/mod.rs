@@ -7,6 +7,7 @@
 //! that later gangs must not delay (EASY backfill, see `backfill/mod.rs`).
 
 pub(crate) mod error;
+mod fairness;
 mod readiness;
 
 use crate::gangs::by_id::FastHash;
