@@ -3,3 +3,4 @@
 
 pub mod retry;
 pub mod run;
+mod triggers;
