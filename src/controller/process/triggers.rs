@@ -11,11 +11,11 @@ use tokio::sync::mpsc;
 use trainyard_bridges::GANG_LABEL;
 
 use crate::api::TrainJob;
+use crate::controller::watching::caches::changed_objects;
 
-/// A reflector's changed objects as reconcile triggers: reconnected on its own backoff (at most
-/// a second or two apart while the API server is away), its errors logged and left out. A
-/// relist's objects are taken from the cache once the list is whole: the reflector holds them
-/// back until then, and the Controller drops a trigger for an object its cache lacks.
+/// A reflector's changed objects as the Controller's triggers (see
+/// [`changed_objects`]: errors never reach its shared trigger stream, whose one backoff would
+/// hold every trigger up).
 pub(super) fn quiet_triggers<K>(
     cached: Store<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -24,19 +24,7 @@ where
     K: kube::Resource + Clone + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
-    use kube::runtime::WatchStreamExt;
-    events.backoff(crate::controller::process::retry::WatchBackoff::default()).flat_map(move |event| {
-        let objects: Vec<K> = match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => vec![object],
-            Ok(watcher::Event::InitDone) => cached.state().iter().map(|o| o.as_ref().clone()).collect(),
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Vec::new(),
-            Err(e) => {
-                tracing::warn!(error = %e, "trigger watch failed; retrying");
-                Vec::new()
-            }
-        };
-        futures::stream::iter(objects.into_iter().map(Ok))
-    })
+    changed_objects(cached, events).map(|object| Ok(std::sync::Arc::unwrap_or_clone(object)))
 }
 
 /// The TrainJob a gang pod belongs to, by its gang label.

@@ -42,8 +42,7 @@ pub fn dynamic_cache(
 }
 
 /// Drives a reflector's stream with the watch backoff, handing each changed object on once the
-/// cache holds it. A relist's objects are held back by the reflector until the list is whole,
-/// so they are handed on from the cache then, not as they arrive.
+/// cache holds it.
 fn keep_current<K>(
     cached: Store<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
@@ -53,14 +52,36 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
-    events.backoff(crate::controller::process::retry::WatchBackoff::default()).for_each(move |event| {
-        match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => touched(&object),
-            Ok(watcher::Event::InitDone) => cached.state().iter().for_each(|object| touched(object)),
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
-            Err(e) => tracing::warn!(error = %e, "watch failed; retrying with backoff"),
-        }
+    changed_objects(cached, events).for_each(move |object| {
+        touched(&object);
         futures::future::ready(())
+    })
+}
+
+/// A reflector's changed objects, each once the cache holds it, reconnected on the watch
+/// backoff (at most a second or two apart while the API server is away) with its errors
+/// logged and left out. A relist's objects are held back by the reflector until the list is
+/// whole, so they come from the cache then, not as they arrive: a reconcile they trigger reads
+/// a cache at least as new, and kube's Controller drops a trigger for an object its cache lacks.
+pub(crate) fn changed_objects<K>(
+    cached: Store<K>,
+    events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    events.backoff(crate::controller::process::retry::WatchBackoff::default()).flat_map(move |event| {
+        let objects = match event {
+            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => vec![Arc::new(object)],
+            Ok(watcher::Event::InitDone) => cached.state(),
+            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Vec::new(),
+            Err(e) => {
+                tracing::warn!(error = %e, "watch failed; retrying with backoff");
+                Vec::new()
+            }
+        };
+        futures::stream::iter(objects)
     })
 }
 
