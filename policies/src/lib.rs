@@ -17,11 +17,13 @@ mod config;
 mod cycle;
 mod decisions;
 mod engine;
+mod error;
 mod estimates;
 mod gangs;
 mod lifecycle;
 mod preemption;
 mod quota;
+mod state;
 
 pub use config::{
     AdmissionTimeoutConfig, BUILTIN_POLICIES, BackfillMode, DEFAULT_BACKOFF_S, DEFAULT_MAX_BACKOFF_S,
@@ -30,7 +32,7 @@ pub use config::{
     TreeError, UndeclaredQueues, check_tree, parse_duration,
 };
 pub use decisions::reasons::{PendingReason, PendingStatus, Unschedulable};
-pub use engine::error::{Error, Result};
+pub use error::{Error, Result};
 pub use engine::{Admission, Cycle, Engine, FairSharing, NodeLoss, Preemption, Replacement, Reservation, Submitted};
 pub use estimates::eta::{
     DEFAULT_ETA_COARSE_DIVISOR, DEFAULT_ETA_EXACT_HOST_CYCLES, DEFAULT_ETA_HORIZON_S, DEFAULT_ETA_MAX_CYCLES,

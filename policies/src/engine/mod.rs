@@ -6,7 +6,6 @@
 //! cannot start either blocks the ones behind it (strict FIFO) or receives a reservation
 //! that later gangs must not delay (EASY backfill, see `backfill/mod.rs`).
 
-pub(crate) mod error;
 mod fairness;
 mod readiness;
 

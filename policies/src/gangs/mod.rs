@@ -4,7 +4,6 @@
 
 pub(crate) mod by_id;
 pub(crate) mod by_request;
-pub(crate) mod entry_exit;
 pub(crate) mod kept_placements;
 pub(crate) mod pending;
 pub(crate) mod record;
