@@ -31,9 +31,10 @@ pub use config::{
     NodeLossConfig, PolicyConfig, PreemptionConfig, PriorityClass, QueueConfig, QuotaAmounts, StarvationConfig,
     TreeError, UndeclaredQueues, check_tree, parse_duration,
 };
+pub use decisions::outcome::{Admission, Cycle, NodeLoss, Preemption, Replacement, Reservation, Submitted};
 pub use decisions::reasons::{PendingReason, PendingStatus, Unschedulable};
+pub use engine::Engine;
 pub use error::{Error, Result};
-pub use engine::{Admission, Cycle, Engine, FairSharing, NodeLoss, Preemption, Replacement, Reservation, Submitted};
 pub use estimates::eta::{
     DEFAULT_ETA_COARSE_DIVISOR, DEFAULT_ETA_EXACT_HOST_CYCLES, DEFAULT_ETA_HORIZON_S, DEFAULT_ETA_MAX_CYCLES,
     ETA_WAITS_FOR_SHOWN, Eta, EtaAnswer, EtaLimits,
@@ -45,4 +46,4 @@ pub use estimates::runtime_history::{
 pub use gangs::request::{GangId, GangRequest};
 pub use lifecycle::LifecycleRules;
 pub use preemption::PreemptionRules;
-pub use quota::{FairShare, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};
+pub use quota::{FairShare, FairSharing, QueueIdx, QuotaBlock, QuotaLimit, QuotaTree, RESOURCE_NAMES, Reclaim};

@@ -17,6 +17,7 @@ mod json;
 mod output_formats;
 mod place;
 mod simulate;
+mod structure;
 mod sweep;
 mod synth;
 

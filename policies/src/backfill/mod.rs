@@ -8,6 +8,7 @@
 //! quota) leaves the reservation intact. Queues whose first gang is blocked on quota get a
 //! quota-only hold of the same kind, so small gangs of one team cannot starve its big one.
 
+pub(crate) mod plan_memo;
 #[cfg(test)]
 mod plan_memo_tests;
 
@@ -15,10 +16,13 @@ use std::collections::{BTreeMap, HashSet};
 
 use trainyard_topology::{Demand, HostId, Placement, Resources};
 
+use crate::backfill::plan_memo::{Found, PlanKey, PlanMemo};
 use crate::gangs::by_id::FastHash;
 use crate::gangs::record::GangState;
-use crate::quota::QueueIdx;
-use crate::{Engine, GangId, PendingReason, Result};
+use crate::gangs::table::GangTable;
+use crate::quota::{QueueIdx, QuotaTree};
+use crate::state::State;
+use crate::{GangId, PendingReason, Result};
 
 /// A gang about to start, as the reservation checks see it.
 #[derive(Clone, Debug)]
@@ -86,35 +90,6 @@ impl ReservationPlan {
     }
 }
 
-/// The versions a reservation plan was built from (see [`Engine::plan_reservation`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct PlanKey {
-    holder: GangId,
-    cluster: u64,
-    running: u64,
-    quotas: u64,
-}
-
-/// What a replay of expected ends found: the end at which the holder fits, its hosts, what
-/// the reserved hosts keep free for others, and the quota its queue keeps (before `now`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Found {
-    end: u64,
-    hosts: Vec<(HostId, u32)>,
-    slack: Vec<(HostId, Resources)>,
-    slack_gpus: u64,
-}
-
-/// The last reservation plan and what it was built from.
-#[derive(Clone, Debug)]
-pub(crate) struct PlanMemo {
-    key: PlanKey,
-    found: Option<Found>,
-    /// Shapes refused room around the plan at exactly this state (see
-    /// [`ReservationPlan::at_plan_state`]): a search around it would refuse them again.
-    refused: HashSet<Demand, FastHash>,
-}
-
 #[derive(Clone, Copy, Debug)]
 struct QuotaHold {
     holder: GangId,
@@ -135,15 +110,22 @@ impl Holds {
     }
 
     /// Gives the first quota-blocked gang of a queue a hold on the queue's future quota.
-    pub(crate) fn hold_queue(&mut self, engine: &mut Engine, queue: QueueIdx, holder: GangId, now: u64) {
+    pub(crate) fn hold_queue(
+        &mut self,
+        gangs: &GangTable,
+        quotas: &mut QuotaTree,
+        queue: QueueIdx,
+        holder: GangId,
+        now: u64,
+    ) {
         if self.by_queue.contains_key(&queue) {
             return;
         }
-        let want = engine.gangs[&holder].total;
+        let want = gangs[&holder].total;
         // Replays expected ends on the quota tree (undone after) until the holder's quota admits it.
-        let (gangs, ends) = (&engine.gangs, engine.gangs.running_by_end());
+        let ends = gangs.running_by_end();
         let refunds = ends.iter().map(|&(_, id)| (gangs[&id].queue, gangs[&id].total));
-        let hold = engine.quotas.replay_refunds(refunds, |quota| {
+        let hold = quotas.replay_refunds(refunds, |quota| {
             quota.check(queue, want).is_ok().then(|| quota.available(queue).gpus.saturating_sub(want.gpus))
         });
         if let Some((i, slack_gpus)) = hold {
@@ -153,241 +135,207 @@ impl Holds {
     }
 }
 
-impl Engine {
-    /// Finds when and where `holder` could start if running gangs end as estimated. The
-    /// replay is kept (`plan_memo`) and reused while the holder, the cluster, the running gangs
-    /// and the quotas all keep their versions: it would find the same again.
-    pub(crate) fn plan_reservation(
-        &mut self,
-        holder: GangId,
-        now: u64,
-        holds: &mut Holds,
-    ) -> Result<Option<ReservationPlan>> {
-        let key = self.plan_key(holder);
-        let (found, refused) = match &self.plan_memo {
-            Some(memo) if memo.key == key => {
-                let (kept, refused) = (memo.found.clone(), memo.refused.clone());
-                #[cfg(debug_assertions)]
-                {
-                    // Tests check every kept plan against a new replay.
-                    let fresh = self.replay_ends(holder)?;
-                    assert_eq!(fresh, kept, "a kept reservation plan differs from a new one");
-                }
-                (kept, refused)
-            }
-            _ => {
-                let found = self.replay_ends(holder)?;
-                // The replay undid all it did, so these are the versions it started from.
-                let refused = HashSet::default();
-                self.plan_memo = Some(PlanMemo { key: self.plan_key(holder), found: found.clone(), refused });
-                (found, HashSet::default())
-            }
-        };
-        let Some(Found { end, hosts, slack, slack_gpus }) = found else { return Ok(None) };
-        let at = end.max(now);
-        let queue = self.gangs[&holder].queue;
-        holds.by_queue.insert(queue, QuotaHold { holder, at, slack_gpus });
-        let plan = ReservationPlan {
-            holder,
-            at,
-            hosts,
-            slack,
-            refused: refused.clone(),
-            key,
-            slack_used: false,
-            at_plan_state: refused,
-        };
-        #[cfg(debug_assertions)]
-        for request in &plan.at_plan_state {
-            // Tests check every refusal taken from the last cycle against a new search.
-            assert!(self.place_around(request, &plan).is_none(), "a kept refusal finds room now");
-        }
-        Ok(Some(plan))
-    }
-
-    /// The walk ends with `plan`: the shapes it refused at the plan's own state are kept with
-    /// the plan, for the next cycle that plans at that state.
-    pub(crate) fn keep_refusals(&mut self, plan: &mut ReservationPlan) {
-        if let Some(memo) = &mut self.plan_memo
-            && memo.key == plan.key
-        {
-            memo.refused = std::mem::take(&mut plan.at_plan_state);
-        }
-    }
-
-    /// What a reservation plan for `holder` is built from, by version.
-    fn plan_key(&self, holder: GangId) -> PlanKey {
-        let (cluster, running, quotas) = self.plan_versions();
-        PlanKey { holder, cluster, running, quotas }
-    }
-
-    /// The versions of what a reservation plan reads: the cluster, the running gangs, the quotas.
-    pub(crate) fn plan_versions(&self) -> (u64, u64, u64) {
-        (self.cluster.version(), self.gangs.running_version(), self.quotas.version())
-    }
-
-    /// A running gang expected to end at `end` stopped; `before` are the versions just before,
-    /// `first` whether it was the first running gang by expected end. The kept plan stands when
-    /// that stop is all that changed since it was made and the gang ended before the plan's
-    /// end: the plan's replay released that gang first, and a new replay, starting where it
-    /// stands now, makes the same later checks on the same states (releases add up the same
-    /// in any order); only the check right after that first release is not made again, and
-    /// it failed, as the plan found room only later.
-    pub(crate) fn plan_after_stop(&mut self, before: (u64, u64, u64), first: bool, end: u64) {
-        let after = self.plan_versions();
-        let Some(memo) = &mut self.plan_memo else { return };
-        let key = &mut memo.key;
-        let stands = first
-            && (key.cluster, key.running, key.quotas) == before
-            && memo.found.as_ref().is_none_or(|found| end < found.end);
-        if stands {
-            (key.cluster, key.running, key.quotas) = after;
-            // Capacity came free: a shape refused before may find room now.
-            memo.refused.clear();
-        } else {
-            self.plan_memo = None;
-        }
-    }
-
-    /// Replays expected ends on a transaction over the live cluster (and on the quota tree),
-    /// releasing running gangs in order of expected end until the holder's quota and placement
-    /// both fit; everything is undone before returning.
-    fn replay_ends(&mut self, holder: GangId) -> Result<Option<Found>> {
-        let head = &self.gangs[&holder];
-        let (queue, request) = (head.queue, head.demand.clone());
-        let total = head.total;
-        let quota_version = self.quotas.version();
-        // Expected ends are refunded on the quota tree itself and charged back before returning.
-        let mut refunded: Vec<(QueueIdx, Resources)> = Vec::new();
-        // Pods of the head's shape that fit host by host: a placement anywhere needs at least
-        // `pods` of them, so the (costly) placement search only runs once that many exist. A
-        // gang of several pod shapes skips this bound.
-        let fit_pod = request.uniform_pod();
-        let fit_count = |cluster: &trainyard_topology::Cluster, h: HostId| {
-            fit_pod.map_or(0, |pod| cluster.host_free(h).fit_count(&pod))
-        };
-        let mut fits = fit_pod.map_or(u64::MAX, |pod| self.cluster.fit_count(&pod));
-        let txn = self.cluster.begin();
-        let mut found = None;
-        let mut ends = self.gangs.running_by_end().iter().peekable();
-        while let Some(&(end, id)) = ends.next() {
-            let gang = &self.gangs[&id];
-            if let GangState::Running { placement, .. } = &gang.state {
-                let hosts = placement.per_host();
-                let before: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
-                if let Err(e) = self.cluster.release_placement(placement) {
-                    self.cluster.rollback(txn);
-                    self.quotas.recharge(refunded);
-                    self.quotas.restore_version(quota_version);
-                    return Err(e.into());
-                }
-                let after: u64 = hosts.iter().map(|&(h, _)| fit_count(&self.cluster, h)).sum();
-                fits = fits.saturating_add(after).saturating_sub(before);
-            }
-            self.quotas.refund(gang.queue, gang.total);
-            refunded.push((gang.queue, gang.total));
-            // Gangs expected to end at the same second are released together.
-            if ends.peek().is_some_and(|next| next.0 == end) {
-                continue;
-            }
-            if self.quotas.check(queue, total).is_err()
-                || !self.cluster.total_free().covers(&total)
-                || fits < u64::from(request.pods())
+/// Finds when and where `holder` could start if running gangs end as estimated. The
+/// replay is kept (`plan_memo`) and reused while the holder, the cluster, the running gangs
+/// and the quotas all keep their versions: it would find the same again.
+pub(crate) fn plan_reservation(
+    s: &mut State,
+    holder: GangId,
+    now: u64,
+    holds: &mut Holds,
+) -> Result<Option<ReservationPlan>> {
+    let key = plan_key(s, holder);
+    let (found, refused) = match &s.plan_memo {
+        Some(memo) if memo.key == key => {
+            let (kept, refused) = (memo.found.clone(), memo.refused.clone());
+            #[cfg(debug_assertions)]
             {
-                continue;
+                // Tests check every kept plan against a new replay.
+                let fresh = replay_ends(s, holder)?;
+                assert_eq!(fresh, kept, "a kept reservation plan differs from a new one");
             }
-            if let Ok(placement) = self.cluster.place_demand(&request) {
-                let hosts = placement.per_host();
-                let slack = placement
-                    .per_host_usage()
-                    .into_iter()
-                    .map(|(h, reserved)| {
-                        (h, self.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO))
-                    })
-                    .collect();
-                let slack_gpus = self.quotas.available(queue).gpus.saturating_sub(total.gpus);
-                found = Some(Found { end, hosts, slack, slack_gpus });
-                break;
-            }
+            (kept, refused)
         }
-        self.cluster.rollback(txn);
-        self.quotas.recharge(refunded);
-        // Every refund was charged back: the tree is as it was.
-        self.quotas.restore_version(quota_version);
-        Ok(found)
+        _ => {
+            let found = replay_ends(s, holder)?;
+            // The replay undid all it did, so these are the versions it started from.
+            let refused = HashSet::default();
+            s.plan_memo = Some(PlanMemo { key: plan_key(s, holder), found: found.clone(), refused });
+            (found, HashSet::default())
+        }
+    };
+    let Some(Found { end, hosts, slack, slack_gpus }) = found else { return Ok(None) };
+    let at = end.max(now);
+    let queue = s.gangs[&holder].queue;
+    holds.by_queue.insert(queue, QuotaHold { holder, at, slack_gpus });
+    let plan = ReservationPlan {
+        holder,
+        at,
+        hosts,
+        slack,
+        refused: refused.clone(),
+        key,
+        slack_used: false,
+        at_plan_state: refused,
+    };
+    #[cfg(debug_assertions)]
+    for request in &plan.at_plan_state {
+        // Tests check every refusal taken from the last cycle against a new search.
+        assert!(place_around(s, request, &plan).is_none(), "a kept refusal finds room now");
     }
+    Ok(Some(plan))
+}
 
-    /// Checks that a gang about to start (expected to end at `end`) delays no reservation or
-    /// quota hold; may move it off reserved hosts (replacing `placement`). On success the holds
-    /// are charged; a refusal says why and leaves `placement` as it was.
-    pub(crate) fn respect_reservations(
-        &mut self,
-        placement: &mut Placement,
-        candidate: &Candidate,
-        reservation: Option<&mut ReservationPlan>,
-        holds: &mut Holds,
-    ) -> std::result::Result<(), PendingReason> {
-        let Candidate { ref request, queue, gpus, end } = *candidate;
-        if let Some(hold) = holds.by_queue.get(&queue)
-            && end > hold.at
-            && hold.slack_gpus < gpus
-        {
-            return Err(PendingReason::Reservation { holder: hold.holder, at: hold.at });
-        }
-        if let Some(res) = reservation
-            && end > res.at
-        {
-            if !res.allows(placement) {
-                let Some(around) = self.place_around(request, res) else {
-                    res.refuse(request, self.at_plan_state(res));
-                    return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
-                };
-                *placement = around;
-            }
-            res.consume(placement);
-        }
-        if let Some(hold) = holds.by_queue.get_mut(&queue)
-            && end > hold.at
-        {
-            hold.slack_gpus -= gpus;
-        }
-        Ok(())
-    }
-
-    /// Whether the walk is still at the state `res` was planned at: no slack taken, nothing
-    /// started or changed since.
-    pub(crate) fn at_plan_state(&self, res: &ReservationPlan) -> bool {
-        !res.slack_used && self.plan_key(res.holder) == res.key
-    }
-
-    /// Places a gang with every reserved host shrunk to its slack.
-    pub(crate) fn place_around(&mut self, request: &Demand, res: &ReservationPlan) -> Option<Placement> {
-        let txn = self.cluster.begin();
-        for &(host, slack) in &res.slack {
-            let free = self.cluster.host_free(host);
-            let hidden = free.checked_sub(&free.component_min(&slack)).unwrap_or(Resources::ZERO);
-            if !hidden.is_zero() && self.cluster.allocate(host, hidden).is_err() {
-                self.cluster.rollback(txn);
-                return None;
-            }
-        }
-        let placement = self.cluster.place_demand(request).ok();
-        self.cluster.rollback(txn);
-        placement
+/// The walk ends with `plan`: the shapes it refused at the plan's own state are kept with
+/// the plan, for the next cycle that plans at that state.
+pub(crate) fn keep_refusals(s: &mut State, plan: &mut ReservationPlan) {
+    if let Some(memo) = &mut s.plan_memo
+        && memo.key == plan.key
+    {
+        memo.refused = std::mem::take(&mut plan.at_plan_state);
     }
 }
 
-#[cfg(test)]
-impl Engine {
-    /// For tests: when the kept plan still counts as current (its versions are today's and its
-    /// holder waits), whether a new replay finds exactly what it kept; `None` otherwise.
-    pub(crate) fn kept_plan_is_fresh(&mut self) -> Option<bool> {
-        let memo = self.plan_memo.clone()?;
-        let holder = memo.key.holder;
-        let waits = self.gangs.get(&holder).is_some_and(|g| matches!(g.state, GangState::Pending { .. }));
-        if !waits || memo.key != self.plan_key(holder) {
+/// What a reservation plan for `holder` is built from, by version.
+fn plan_key(s: &State, holder: GangId) -> PlanKey {
+    let (cluster, running, quotas) = s.plan_versions();
+    PlanKey { holder, cluster, running, quotas }
+}
+
+/// Replays expected ends on a transaction over the live cluster (and on the quota tree),
+/// releasing running gangs in order of expected end until the holder's quota and placement
+/// both fit; everything is undone before returning.
+fn replay_ends(s: &mut State, holder: GangId) -> Result<Option<Found>> {
+    let head = &s.gangs[&holder];
+    let (queue, request) = (head.queue, head.demand.clone());
+    let total = head.total;
+    let quota_version = s.quotas.version();
+    // Expected ends are refunded on the quota tree itself and charged back before returning.
+    let mut refunded: Vec<(QueueIdx, Resources)> = Vec::new();
+    // Pods of the head's shape that fit host by host: a placement anywhere needs at least
+    // `pods` of them, so the (costly) placement search only runs once that many exist. A
+    // gang of several pod shapes skips this bound.
+    let fit_pod = request.uniform_pod();
+    let fit_count = |cluster: &trainyard_topology::Cluster, h: HostId| {
+        fit_pod.map_or(0, |pod| cluster.host_free(h).fit_count(&pod))
+    };
+    let mut fits = fit_pod.map_or(u64::MAX, |pod| s.cluster.fit_count(&pod));
+    let txn = s.cluster.begin();
+    let mut found = None;
+    let mut ends = s.gangs.running_by_end().iter().peekable();
+    while let Some(&(end, id)) = ends.next() {
+        let gang = &s.gangs[&id];
+        if let GangState::Running { placement, .. } = &gang.state {
+            let hosts = placement.per_host();
+            let before: u64 = hosts.iter().map(|&(h, _)| fit_count(&s.cluster, h)).sum();
+            if let Err(e) = s.cluster.release_placement(placement) {
+                s.cluster.rollback(txn);
+                s.quotas.recharge(refunded);
+                s.quotas.restore_version(quota_version);
+                return Err(e.into());
+            }
+            let after: u64 = hosts.iter().map(|&(h, _)| fit_count(&s.cluster, h)).sum();
+            fits = fits.saturating_add(after).saturating_sub(before);
+        }
+        s.quotas.refund(gang.queue, gang.total);
+        refunded.push((gang.queue, gang.total));
+        // Gangs expected to end at the same second are released together.
+        if ends.peek().is_some_and(|next| next.0 == end) {
+            continue;
+        }
+        if s.quotas.check(queue, total).is_err()
+            || !s.cluster.total_free().covers(&total)
+            || fits < u64::from(request.pods())
+        {
+            continue;
+        }
+        if let Ok(placement) = s.cluster.place_demand(&request) {
+            let hosts = placement.per_host();
+            let slack = placement
+                .per_host_usage()
+                .into_iter()
+                .map(|(h, reserved)| (h, s.cluster.host_free(h).checked_sub(&reserved).unwrap_or(Resources::ZERO)))
+                .collect();
+            let slack_gpus = s.quotas.available(queue).gpus.saturating_sub(total.gpus);
+            found = Some(Found { end, hosts, slack, slack_gpus });
+            break;
+        }
+    }
+    s.cluster.rollback(txn);
+    s.quotas.recharge(refunded);
+    // Every refund was charged back: the tree is as it was.
+    s.quotas.restore_version(quota_version);
+    Ok(found)
+}
+
+/// Checks that a gang about to start (expected to end at `end`) delays no reservation or
+/// quota hold; may move it off reserved hosts (replacing `placement`). On success the holds
+/// are charged; a refusal says why and leaves `placement` as it was.
+pub(crate) fn respect_reservations(
+    s: &mut State,
+    placement: &mut Placement,
+    candidate: &Candidate,
+    reservation: Option<&mut ReservationPlan>,
+    holds: &mut Holds,
+) -> std::result::Result<(), PendingReason> {
+    let Candidate { ref request, queue, gpus, end } = *candidate;
+    if let Some(hold) = holds.by_queue.get(&queue)
+        && end > hold.at
+        && hold.slack_gpus < gpus
+    {
+        return Err(PendingReason::Reservation { holder: hold.holder, at: hold.at });
+    }
+    if let Some(res) = reservation
+        && end > res.at
+    {
+        if !res.allows(placement) {
+            let Some(around) = place_around(s, request, res) else {
+                res.refuse(request, at_plan_state(s, res));
+                return Err(PendingReason::Reservation { holder: res.holder, at: res.at });
+            };
+            *placement = around;
+        }
+        res.consume(placement);
+    }
+    if let Some(hold) = holds.by_queue.get_mut(&queue)
+        && end > hold.at
+    {
+        hold.slack_gpus -= gpus;
+    }
+    Ok(())
+}
+
+/// Whether the walk is still at the state `res` was planned at: no slack taken, nothing
+/// started or changed since.
+pub(crate) fn at_plan_state(s: &State, res: &ReservationPlan) -> bool {
+    !res.slack_used && plan_key(s, res.holder) == res.key
+}
+
+/// Places a gang with every reserved host shrunk to its slack.
+pub(crate) fn place_around(s: &mut State, request: &Demand, res: &ReservationPlan) -> Option<Placement> {
+    let txn = s.cluster.begin();
+    for &(host, slack) in &res.slack {
+        let free = s.cluster.host_free(host);
+        let hidden = free.checked_sub(&free.component_min(&slack)).unwrap_or(Resources::ZERO);
+        if !hidden.is_zero() && s.cluster.allocate(host, hidden).is_err() {
+            s.cluster.rollback(txn);
             return None;
         }
-        Some(self.replay_ends(holder).ok() == Some(memo.found))
     }
+    let placement = s.cluster.place_demand(request).ok();
+    s.cluster.rollback(txn);
+    placement
+}
+
+#[cfg(test)]
+/// For tests: when the kept plan still counts as current (its versions are today's and its
+/// holder waits), whether a new replay finds exactly what it kept; `None` otherwise.
+pub(crate) fn kept_plan_is_fresh(s: &mut State) -> Option<bool> {
+    let memo = s.plan_memo.clone()?;
+    let holder = memo.key.holder;
+    let waits = s.gangs.get(&holder).is_some_and(|g| matches!(g.state, GangState::Pending { .. }));
+    if !waits || memo.key != plan_key(s, holder) {
+        return None;
+    }
+    Some(replay_ends(s, holder).ok() == Some(memo.found))
 }

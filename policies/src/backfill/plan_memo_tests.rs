@@ -47,10 +47,11 @@ fn engine() -> Engine {
 
 fn pick(e: &Engine, n: u8, running: bool) -> Option<GangId> {
     let ids: Vec<GangId> = e
+        .state
         .gangs
         .ids()
         .into_iter()
-        .filter(|id| matches!(e.gangs[id].state, GangState::Running { .. }) == running)
+        .filter(|id| matches!(e.state.gangs[id].state, GangState::Running { .. }) == running)
         .collect();
     (!ids.is_empty()).then(|| ids[usize::from(n) % ids.len()])
 }
@@ -85,7 +86,7 @@ fn run(steps: &[Step]) -> Result<u32, TestCaseError> {
                 e.schedule(now).unwrap();
             }
             Step::FinishFirst => {
-                if let Some(&(_, id)) = e.gangs.running_by_end().first() {
+                if let Some(&(_, id)) = e.state.gangs.running_by_end().first() {
                     e.finish(id, now).unwrap();
                 }
             }
@@ -108,7 +109,7 @@ fn run(steps: &[Step]) -> Result<u32, TestCaseError> {
                 e.replace_policy(policy()).unwrap();
             }
         }
-        if let Some(fresh) = e.kept_plan_is_fresh() {
+        if let Some(fresh) = crate::backfill::kept_plan_is_fresh(&mut e.state) {
             prop_assert!(fresh, "a kept plan differs from a new replay after {:?}", step);
             checked += 1;
         }

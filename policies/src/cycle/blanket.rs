@@ -8,7 +8,8 @@ use trainyard_topology::{Demand, PlacementFailure, Resources};
 
 use crate::gangs::by_id::FastHash;
 use crate::gangs::record::GangRecord;
-use crate::{Engine, GangId, PendingReason, PendingStatus};
+use crate::quota::QuotaTree;
+use crate::{GangId, PendingReason, PendingStatus};
 
 /// What gangs not looked at in the last cycle are waiting for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,7 +41,7 @@ pub(crate) struct Unstartable {
 impl Unstartable {
     /// Why a gang of `demand` could not start, if the blanket covers it. A quota block is
     /// described with the quota as it stands when asked.
-    fn reason(&self, engine: &Engine, gang: &GangRecord) -> Option<PendingReason> {
+    fn reason(&self, quotas: &QuotaTree, gang: &GangRecord) -> Option<PendingReason> {
         let demand = &gang.demand;
         if let Some(failure) = self.failures.get(demand) {
             return Some(PendingReason::from((**failure).clone()));
@@ -50,8 +51,8 @@ impl Unstartable {
             return Some(PendingReason::Reservation { holder, at });
         }
         if self.quota.contains(demand) {
-            let block = engine.quotas.check(gang.queue, gang.total).err()?;
-            return Some(engine.quota_reason(gang.queue, gang.gpus, &block, None));
+            let block = quotas.check(gang.queue, gang.total).err()?;
+            return Some(quotas.blocked_reason(gang.queue, gang.gpus, &block, None));
         }
         None
     }
@@ -81,21 +82,19 @@ pub(crate) fn steady_eq(a: Option<&Blanket>, b: Option<&Blanket>) -> bool {
     }
 }
 
-impl Engine {
-    /// The status a pending gang the last cycle did not reach reads, when a blanket covers it.
-    pub(crate) fn blanket_status(&self, gang: &GangRecord) -> Option<PendingStatus> {
-        let blanket = self.blanket.as_ref()?;
-        if gang.unready_attempts > 0 && gang.not_before > self.last_now {
-            // Its own backoff, which a visit would have said too.
-            let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
-            return Some(PendingStatus { reason, reserved_at: None });
-        }
-        let reason = match blanket {
-            Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
-            Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
-            // A gang that came after the cycle is not covered: its own status stands.
-            Blanket::NothingStarts(why) => why.reason(self, gang)?,
-        };
-        Some(PendingStatus { reason, reserved_at: None })
+/// The status a pending gang the last cycle did not reach reads under `blanket`, if it covers
+/// the gang; `now` is the engine's latest time, `quotas` the quota as it stands.
+pub(crate) fn status(blanket: &Blanket, quotas: &QuotaTree, now: u64, gang: &GangRecord) -> Option<PendingStatus> {
+    if gang.unready_attempts > 0 && gang.not_before > now {
+        // Its own backoff, which a visit would have said too.
+        let reason = PendingReason::Backoff { until: gang.not_before, attempts: gang.unready_attempts };
+        return Some(PendingStatus { reason, reserved_at: None });
     }
+    let reason = match blanket {
+        Blanket::QueuedBehind(head) => PendingReason::QueuedBehind { head: *head },
+        Blanket::ClusterFull(free) => PendingReason::Capacity { requested: gang.total, free: *free },
+        // A gang that came after the cycle is not covered: its own status stands.
+        Blanket::NothingStarts(why) => why.reason(quotas, gang)?,
+    };
+    Some(PendingStatus { reason, reserved_at: None })
 }

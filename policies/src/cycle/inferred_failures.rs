@@ -30,10 +30,10 @@
 
 use std::sync::Arc;
 
-use trainyard_topology::{Demand, Placement, PlacementFailure, PlacementPolicy, PlacementRequest};
+use trainyard_topology::{Demand, PlacementFailure, PlacementPolicy, PlacementRequest};
 
-use crate::Engine;
-use crate::cycle::walk::Walk;
+use crate::backfill::ReservationPlan;
+use crate::state::State;
 
 /// Whether a request of identical pods `needy` needs at least as much as `other` (see the
 /// module documentation); `plain` says the class's hosts hold pods by their resources alone.
@@ -52,79 +52,46 @@ pub(crate) struct Searched {
     failures: Vec<(u64, PlacementRequest, Arc<PlacementFailure>)>,
 }
 
-impl Engine {
-    /// Keeps a failure a search of `request` met, when this engine infers failures (see the
-    /// module documentation).
-    pub(crate) fn note_failure(&self, walk: &mut Walk, request: &Demand, failure: &Arc<PlacementFailure>) {
-        if let (true, Demand::Single(r)) = (self.decisions_only, request) {
-            walk.searched.failures.push((self.cluster.epoch(), *r, Arc::clone(failure)));
-        }
+/// Keeps a failure a search of `request` met, when this engine infers failures (see the
+/// module documentation).
+pub(crate) fn note_failure(s: &State, searched: &mut Searched, request: &Demand, failure: &Arc<PlacementFailure>) {
+    if let (true, Demand::Single(r)) = (s.decisions_only, request) {
+        searched.failures.push((s.cluster.epoch(), *r, Arc::clone(failure)));
     }
+}
 
-    /// A failure of `request` that follows from one found by search in this walk at today's
-    /// free-capacity epoch; `None` when none does or this engine does not infer failures.
-    pub(crate) fn inferred_failure(&self, walk: &Walk, request: &Demand) -> Option<Arc<PlacementFailure>> {
-        let r = self.inferable(request)?;
-        let (epoch, plain) = (self.cluster.epoch(), self.plain(r));
-        let (_, _, failure) =
-            walk.searched.failures.iter().find(|(e, other, _)| *e == epoch && needs_more(r, other, plain))?;
-        Some(Arc::clone(failure))
-    }
+/// A failure of `request` that follows from one found by search in this walk at today's
+/// free-capacity epoch; `None` when none does or this engine does not infer failures.
+pub(crate) fn inferred_failure(s: &State, searched: &Searched, request: &Demand) -> Option<Arc<PlacementFailure>> {
+    let r = inferable(s, request)?;
+    let (epoch, plain) = (s.cluster.epoch(), plain(s, r));
+    let (_, _, failure) = searched.failures.iter().find(|(e, other, _)| *e == epoch && needs_more(r, other, plain))?;
+    Some(Arc::clone(failure))
+}
 
-    /// A gang that held `released` ended, and free capacity grew from `before` to the
-    /// cluster's epoch now: the placement failures known at `before` that it frees no room for
-    /// stand at the new epoch too (see the module documentation).
-    pub(crate) fn carry_failures(&mut self, before: u64, released: &Placement) {
-        let now = self.cluster.epoch();
-        if now == before || self.failed_at.is_empty() {
-            return;
-        }
-        let complete = matches!(self.cluster.placement_policy(), PlacementPolicy::Trainyard | PlacementPolicy::Greedy);
-        let cluster = &self.cluster;
-        for (demand, (epoch, _)) in &mut self.failed_at {
-            let Demand::Single(r) = demand else { continue };
-            // Free resources bound what a host holds from above, whatever its GPU layout or
-            // devices add: none means none.
-            let no_room = || released.hosts.iter().all(|&h| cluster.host_free(h).fit_count(&r.pod) == 0);
-            if *epoch == before && complete && r.constraint.slice.is_none() && no_room() {
-                *epoch = now;
-            }
-        }
-        #[cfg(debug_assertions)]
-        {
-            // Tests check every carried failure against a search.
-            let carried: Vec<Demand> =
-                self.failed_at.iter().filter(|(_, (e, _))| *e == now).map(|(d, _)| d.clone()).collect();
-            for demand in carried {
-                assert!(self.cluster.place_demand(&demand).is_err(), "a carried failure finds room");
-            }
-        }
-    }
+/// Whether a gang of `request` expected to end at `end` is refused around the walk's
+/// reservation because another request it needs more than was (see the module
+/// documentation); `false` when that does not follow or this engine does not infer.
+pub(crate) fn inferred_refusal(s: &State, reservation: Option<&ReservationPlan>, request: &Demand, end: u64) -> bool {
+    let (Some(r), Some(res)) = (inferable(s, request), reservation) else { return false };
+    let plain = plain(s, r);
+    end > res.at && res.refused.iter().any(|d| matches!(d, Demand::Single(other) if needs_more(r, other, plain)))
+}
 
-    /// Whether a gang of `request` expected to end at `end` is refused around the walk's
-    /// reservation because another request it needs more than was (see the module
-    /// documentation); `false` when that does not follow or this engine does not infer.
-    pub(crate) fn inferred_refusal(&self, walk: &Walk, request: &Demand, end: u64) -> bool {
-        let (Some(r), Some(res)) = (self.inferable(request), walk.reservation.as_ref()) else { return false };
-        let plain = self.plain(r);
-        end > res.at && res.refused.iter().any(|d| matches!(d, Demand::Single(other) if needs_more(r, other, plain)))
-    }
+/// Whether the hosts of the request's class hold pods by their free resources alone (no
+/// GPU layout inside the host, no device claims), so that a larger pod fits wherever a
+/// smaller one does not fail to.
+fn plain(s: &State, r: &PlacementRequest) -> bool {
+    s.cluster.class_layout(r.hosts).is_none() && s.cluster.class_device_fit(r.hosts).is_none()
+}
 
-    /// Whether the hosts of the request's class hold pods by their free resources alone (no
-    /// GPU layout inside the host, no device claims), so that a larger pod fits wherever a
-    /// smaller one does not fail to.
-    fn plain(&self, r: &PlacementRequest) -> bool {
-        self.cluster.class_layout(r.hosts).is_none() && self.cluster.class_device_fit(r.hosts).is_none()
+/// The request, when this engine infers and its answers follow from others' (one set of
+/// identical pods, not sliced, under a policy whose searches are complete).
+fn inferable<'a>(s: &State, request: &'a Demand) -> Option<&'a PlacementRequest> {
+    if !s.decisions_only {
+        return None;
     }
-
-    /// The request, when this engine infers and its answers follow from others' (one set of
-    /// identical pods, not sliced, under a policy whose searches are complete).
-    fn inferable<'a>(&self, request: &'a Demand) -> Option<&'a PlacementRequest> {
-        if !self.decisions_only {
-            return None;
-        }
-        let Demand::Single(r) = request else { return None };
-        let complete = matches!(self.cluster.placement_policy(), PlacementPolicy::Trainyard | PlacementPolicy::Greedy);
-        (complete && r.constraint.slice.is_none()).then_some(r)
-    }
+    let Demand::Single(r) = request else { return None };
+    let complete = matches!(s.cluster.placement_policy(), PlacementPolicy::Trainyard | PlacementPolicy::Greedy);
+    (complete && r.constraint.slice.is_none()).then_some(r)
 }

@@ -5,6 +5,7 @@
 //! (`gangs/`), the quotas (`quota/`) and the reservation (`backfill/`).
 
 pub(crate) mod blanket;
+pub(crate) mod carried;
 pub(crate) mod early_stop;
 pub(crate) mod inferred_failures;
 pub(crate) mod order;

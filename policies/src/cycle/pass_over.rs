@@ -26,11 +26,11 @@ use std::sync::Arc;
 
 use trainyard_topology::Demand;
 
-use crate::Engine;
-use crate::cycle::early_stop::UNLIMITED;
-use crate::cycle::walk::Walk;
+use crate::backfill::ReservationPlan;
+use crate::cycle::blanket::ShapeFailures;
 use crate::gangs::by_request::Group;
 use crate::gangs::record::OrderKey;
+use crate::state::State;
 
 /// Queues whose quota is looked at for one request passed over; more are not checked (one
 /// quota check per queue and request would cost more than passing saves).
@@ -95,119 +95,133 @@ impl PassMemo {
     }
 }
 
-impl Engine {
-    /// The pending-order key of the first gang after `after` whose visit could do more than say
-    /// again why it waits (see `cycle/early_stop.rs`), once a reservation stands; `None` when there
-    /// is none (or no reservation stands). Failures known from earlier cycles at today's free
-    /// capacity join the cycle's, so that the gangs passed over read them from the blanket.
-    pub(crate) fn next_open(&mut self, walk: &mut Walk, after: OrderKey, now: u64) -> Option<OrderKey> {
-        walk.reservation.as_ref()?;
-        let additions = self.gangs.by_request().additions();
-        let mut memo = std::mem::take(&mut walk.stop.pass);
-        let fresh = !memo.listed || memo.additions != additions || memo.after.is_none_or(|last| after < last);
-        if fresh {
-            memo.requests.clear();
-            let mut requests: Vec<Kept> = std::mem::take(&mut memo.requests);
-            let listed: Vec<Demand> = self.gangs.by_request().requests().map(|(d, _)| d.clone()).collect();
-            for demand in listed {
-                let Some(look) = self.look(walk, &demand, now) else { continue };
-                if !matches!(look, Look::PassedForGood) {
-                    let passed = matches!(look, Look::Passed);
-                    requests.push(Kept { hash: hash_of(&demand), demand, passed, first_after: None });
-                }
-            }
-            memo.requests = requests;
-        } else if !memo.touched.is_empty() || memo.started {
-            let (mut requests, touched) = (std::mem::take(&mut memo.requests), &memo.touched);
-            requests.retain_mut(|kept| {
-                // Only a request touched since, or passed for its quota alone once quota moved.
-                let stale = touched.contains(&kept.hash) || (memo.started && kept.passed);
-                if !stale {
-                    return true;
-                }
-                match self.look(walk, &kept.demand, now) {
-                    None | Some(Look::PassedForGood) => false,
-                    Some(look) => {
-                        kept.passed = matches!(look, Look::Passed);
-                        true
-                    }
-                }
-            });
-            memo.requests = requests;
-        }
-        memo.touched.clear();
-        memo.started = false;
-        let by_request = self.gangs.by_request();
-        let mut next: Option<OrderKey> = None;
-        for kept in memo.requests.iter_mut().filter(|k| !k.passed) {
-            // The first gang after an earlier call's gang is still the first after this one
-            // when it stands after it (`after` only grows); none then means none now.
-            let first = match kept.first_after {
-                Some(Some(first)) if first > after => Some(first),
-                Some(None) => None,
-                _ => by_request.group(&kept.demand).and_then(|g| g.first_after(after)),
-            };
-            kept.first_after = Some(first);
-            if let Some(first) = first {
-                next = Some(next.map_or(first, |n| n.min(first)));
+/// The pending-order key of the first gang after `after` whose visit could do more than say
+/// again why it waits (see `cycle/early_stop.rs`), once a reservation stands; `None` when there
+/// is none (or no reservation stands). Failures known from earlier cycles at today's free
+/// capacity join the cycle's, so that the gangs passed over read them from the blanket.
+pub(crate) fn next_open(
+    s: &mut State,
+    kept: &mut PassMemo,
+    reservation: Option<&ReservationPlan>,
+    failed_shapes: &mut ShapeFailures,
+    after: OrderKey,
+    now: u64,
+) -> Option<OrderKey> {
+    let reservation = reservation?;
+    let additions = s.gangs.by_request().additions();
+    let mut memo = std::mem::take(kept);
+    let fresh = !memo.listed || memo.additions != additions || memo.after.is_none_or(|last| after < last);
+    if fresh {
+        memo.requests.clear();
+        let mut requests: Vec<Kept> = std::mem::take(&mut memo.requests);
+        let listed: Vec<Demand> = s.gangs.by_request().requests().map(|(d, _)| d.clone()).collect();
+        for demand in listed {
+            let Some(look) = look(s, reservation, failed_shapes, &demand, now) else { continue };
+            if !matches!(look, Look::PassedForGood) {
+                let passed = matches!(look, Look::Passed);
+                requests.push(Kept { hash: hash_of(&demand), demand, passed, first_after: None });
             }
         }
-        memo.listed = true;
-        memo.additions = additions;
-        memo.after = Some(after);
-        walk.stop.pass = memo;
-        #[cfg(debug_assertions)]
-        {
-            // Tests check every kept answer against a look at every request.
-            let full = self.next_open_by_looking(walk, after, now);
-            assert_eq!(next, full, "a kept pass-over differs from a look at every request");
-        }
-        next
-    }
-
-    /// Looks at one request (see the module documentation); `None` when no gang of it waits.
-    fn look(&mut self, walk: &mut Walk, demand: &Demand, now: u64) -> Option<Look> {
-        let group = self.gangs.by_request().group(demand)?;
-        let reservation = walk.reservation.as_ref()?;
-        let failed = walk.failed_shapes.contains_key(demand)
-            || match self.failed_at.get(demand).filter(|(e, _)| *e == self.cluster.epoch()) {
-                Some((_, failure)) => {
-                    walk.failed_shapes.insert(demand.clone(), Arc::clone(failure));
+        memo.requests = requests;
+    } else if !memo.touched.is_empty() || memo.started {
+        let (mut requests, touched) = (std::mem::take(&mut memo.requests), &memo.touched);
+        requests.retain_mut(|kept| {
+            // Only a request touched since, or passed for its quota alone once quota moved.
+            let stale = touched.contains(&kept.hash) || (memo.started && kept.passed);
+            if !stale {
+                return true;
+            }
+            match look(s, reservation, failed_shapes, &kept.demand, now) {
+                None | Some(Look::PassedForGood) => false,
+                Some(look) => {
+                    kept.passed = matches!(look, Look::Passed);
                     true
                 }
-                None => false,
-            };
-        let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
-        if !(failed || refused) {
-            return Some(Look::Open);
-        }
-        Some(match passes_quota(&mut self.unlimited_queues, &self.quotas, group, demand) {
-            None => Look::Open,
-            Some(false) => Look::PassedForGood,
-            Some(true) => Look::Passed,
-        })
+            }
+        });
+        memo.requests = requests;
     }
-
-    /// `next_open` as a look at every request, without keeping anything (debug builds check
-    /// the kept answers against it).
+    memo.touched.clear();
+    memo.started = false;
+    let by_request = s.gangs.by_request();
+    let mut next: Option<OrderKey> = None;
+    for kept in memo.requests.iter_mut().filter(|k| !k.passed) {
+        // The first gang after an earlier call's gang is still the first after this one
+        // when it stands after it (`after` only grows); none then means none now.
+        let first = match kept.first_after {
+            Some(Some(first)) if first > after => Some(first),
+            Some(None) => None,
+            _ => by_request.group(&kept.demand).and_then(|g| g.first_after(after)),
+        };
+        kept.first_after = Some(first);
+        if let Some(first) = first {
+            next = Some(next.map_or(first, |n| n.min(first)));
+        }
+    }
+    memo.listed = true;
+    memo.additions = additions;
+    memo.after = Some(after);
+    *kept = memo;
     #[cfg(debug_assertions)]
-    fn next_open_by_looking(&mut self, walk: &Walk, after: OrderKey, now: u64) -> Option<OrderKey> {
-        let reservation = walk.reservation.as_ref()?;
-        let epoch = self.cluster.epoch();
-        let mut next: Option<OrderKey> = None;
-        for (demand, group) in self.gangs.by_request().requests() {
-            let failed =
-                walk.failed_shapes.contains_key(demand) || self.failed_at.get(demand).is_some_and(|(e, _)| *e == epoch);
-            let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
-            if (failed || refused) && passes_quota(&mut self.unlimited_queues, &self.quotas, group, demand).is_some() {
-                continue;
-            }
-            if let Some(first) = group.first_after(after) {
-                next = Some(next.map_or(first, |n| n.min(first)));
-            }
-        }
-        next
+    {
+        // Tests check every kept answer against a look at every request.
+        let full = next_open_by_looking(s, reservation, failed_shapes, after, now);
+        assert_eq!(next, full, "a kept pass-over differs from a look at every request");
     }
+    next
+}
+
+/// Looks at one request (see the module documentation); `None` when no gang of it waits.
+fn look(
+    s: &mut State,
+    reservation: &ReservationPlan,
+    failed_shapes: &mut ShapeFailures,
+    demand: &Demand,
+    now: u64,
+) -> Option<Look> {
+    let group = s.gangs.by_request().group(demand)?;
+    let failed = failed_shapes.contains_key(demand)
+        || match s.failed_at.get(demand).filter(|(e, _)| *e == s.cluster.epoch()) {
+            Some((_, failure)) => {
+                failed_shapes.insert(demand.clone(), Arc::clone(failure));
+                true
+            }
+            None => false,
+        };
+    let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
+    if !(failed || refused) {
+        return Some(Look::Open);
+    }
+    Some(match passes_quota(&mut s.unlimited_queues, &s.quotas, group, demand) {
+        None => Look::Open,
+        Some(false) => Look::PassedForGood,
+        Some(true) => Look::Passed,
+    })
+}
+
+/// `next_open` as a look at every request, without keeping anything (debug builds check
+/// the kept answers against it).
+#[cfg(debug_assertions)]
+fn next_open_by_looking(
+    s: &mut State,
+    reservation: &ReservationPlan,
+    failed_shapes: &ShapeFailures,
+    after: OrderKey,
+    now: u64,
+) -> Option<OrderKey> {
+    let epoch = s.cluster.epoch();
+    let mut next: Option<OrderKey> = None;
+    for (demand, group) in s.gangs.by_request().requests() {
+        let failed = failed_shapes.contains_key(demand) || s.failed_at.get(demand).is_some_and(|(e, _)| *e == epoch);
+        let refused = reservation.refused.contains(demand) && now.saturating_add(group.shortest()) > reservation.at;
+        if (failed || refused) && passes_quota(&mut s.unlimited_queues, &s.quotas, group, demand).is_some() {
+            continue;
+        }
+        if let Some(first) = group.first_after(after) {
+            next = Some(next.map_or(first, |n| n.min(first)));
+        }
+    }
+    next
 }
 
 /// A request's hash under the engine's hasher.
@@ -232,7 +246,7 @@ fn passes_quota(
         if unlimited.len() <= q.0 {
             unlimited.resize(q.0 + 1, None);
         }
-        if *unlimited[q.0].get_or_insert_with(|| quotas.ceiling(q) == UNLIMITED) {
+        if *unlimited[q.0].get_or_insert_with(|| quotas.ceiling(q) == crate::quota::UNLIMITED_CEILING) {
             continue;
         }
         limited = true;

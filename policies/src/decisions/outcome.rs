@@ -1,10 +1,10 @@
-//! What one scheduling cycle did: gangs preempted, admitted, requeued or moved off lost hosts,
+//! What submitting a gang made of it, and what one scheduling cycle did: gangs preempted, admitted, requeued or moved off lost hosts,
 //! the reservation it left, and pending gangs it found the cluster can no longer hold.
 
 use serde::Serialize;
 use trainyard_topology::{HostId, Placement};
 
-use crate::GangId;
+use crate::{GangId, Unschedulable};
 
 /// One gang started by a cycle.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,4 +81,13 @@ pub struct Replacement {
     pub with: Vec<HostId>,
     /// Its placement now (pod `i` on `placement.hosts[i]`, the lost host's pods moved).
     pub placement: Placement,
+}
+
+/// What `submit` made of a gang.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Queued; the next cycle will consider it.
+    Queued,
+    /// Can never run here; the engine does not keep it.
+    Unschedulable(Unschedulable),
 }

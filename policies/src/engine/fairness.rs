@@ -1,5 +1,5 @@
 //! The engine's side of fair sharing (`cycle/order.rs`, `quota/fair_share.rs`): turning it on,
-//! a queue's share, and the usage history kept up to date.
+//! and a queue's share.
 
 use crate::cycle::order::scaled_share;
 use crate::quota::{FairShare, QueueIdx};
@@ -8,19 +8,13 @@ use crate::{Engine, FairSharing};
 impl Engine {
     /// Turns fair sharing on (with an optional half-life for past usage) or off.
     pub fn set_fair_sharing(&mut self, fair: Option<FairSharing>) {
-        self.fair = fair;
-        self.fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
+        self.state.fair = fair;
+        self.state.fair_share = FairShare::new(fair.and_then(|f| f.half_life_s));
     }
 
     /// A queue's weighted dominant share now (with its decayed history when fair sharing has
     /// a half-life), scaled to an integer (10^9 is a share of 1).
     pub fn share(&self, queue: QueueIdx) -> u64 {
-        scaled_share(&self.fair_share, &self.quotas, self.cluster.total_capacity(), queue)
-    }
-
-    /// Accounts every queue's usage up to `now` into the fair-share history; called before
-    /// any change of usage.
-    pub(crate) fn advance_history(&mut self, now: u64) {
-        self.fair_share.advance(&self.quotas, now);
+        scaled_share(&self.state.fair_share, &self.state.quotas, self.state.cluster.total_capacity(), queue)
     }
 }

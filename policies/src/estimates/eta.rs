@@ -17,7 +17,7 @@
 //! The copy decides as the engine would, at a fraction of the cost:
 //! - it is cheap to make: gang records and running gangs' placements are shared with the
 //!   engine and copied only when the run changes them, and the indices nobody reads in a run
-//!   (running gangs by host, pending gangs by size) are not kept (`Engine::what_if_copy`);
+//!   (running gangs by host, pending gangs by size) are not kept (`State::what_if_copy`);
 //! - it reads when gangs start, never why they wait (`decisions_only`): a placement failure or
 //!   a refusal around the reservation that follows from another request's is not searched,
 //!   and a failure outlives ends that free no room for it (`cycle/inferred_failures.rs`). Every such inference
@@ -45,7 +45,8 @@ use serde::Serialize;
 use crate::estimates::explain::fit_after_ends;
 use crate::gangs::by_id::FastHash;
 use crate::gangs::record::{GangState, OrderKey};
-use crate::{BackfillMode, Engine, GangId, RuntimeHistory, Unschedulable};
+use crate::state::State;
+use crate::{BackfillMode, GangId, RuntimeHistory, Unschedulable};
 
 /// How far ahead a start-time estimate looks by default, simulated seconds (30 days).
 pub const DEFAULT_ETA_HORIZON_S: u64 = 30 * 86_400;
@@ -114,7 +115,7 @@ impl Default for EtaLimits {
 pub struct Eta {
     /// The start if no gang waited ahead of it: running gangs end at their expected ends until
     /// it fits and its queue's quota admits it (the `WaitingFor` counterfactual of
-    /// [`Engine::explain`], with quota). A lower bound: never after `likely`.
+    /// [`crate::Engine::explain`], with quota). A lower bound: never after `likely`.
     pub earliest: u64,
     /// When the copy of the engine run forward started it, seconds.
     pub likely: u64,
@@ -173,142 +174,130 @@ pub enum EtaAnswer {
     },
 }
 
-impl Engine {
-    /// When pending gang `id` is expected to start, asked at `now` (the engine's last time if
-    /// later), with learned runtimes from `history` for gangs without an estimate of their own;
-    /// within [`EtaLimits::default`]. See the module documentation of `estimates/eta.rs` for the method.
-    /// Runs on a copy: the engine is not changed.
-    pub fn eta(&self, id: GangId, now: u64, history: Option<&RuntimeHistory>) -> EtaAnswer {
-        self.eta_within(id, now, history, EtaLimits::default())
-    }
+/// An engine a start-time estimate runs forward: its state of record, a what-if copy of it,
+/// and its cycle. The engine (`engine/what_if.rs`) is the one there is; the estimate never
+/// reaches past these.
+pub(crate) trait WhatIf: Sized {
+    fn state(&self) -> &State;
+    fn state_mut(&mut self) -> &mut State;
+    /// A copy that decides only and follows no changes (`State::what_if_copy`).
+    fn what_if_copy(&self) -> Self;
+    /// One scheduling cycle at `now`.
+    fn schedule(&mut self, now: u64) -> crate::Result<crate::Cycle>;
+}
 
-    /// [`Engine::eta`] with other limits on the run.
-    pub fn eta_within(&self, id: GangId, now: u64, history: Option<&RuntimeHistory>, limits: EtaLimits) -> EtaAnswer {
-        self.eta_copying(id, now, history, limits, true)
-    }
-
-    /// [`Engine::eta_within`] with a copy that searches every placement, as the engine does, to
-    /// say why gangs wait; tests hold its answers equal to the what-if copy's.
-    #[cfg(test)]
-    pub(crate) fn eta_searching_all(
-        &self,
-        id: GangId,
-        now: u64,
-        history: Option<&RuntimeHistory>,
-        limits: EtaLimits,
-    ) -> EtaAnswer {
-        self.eta_copying(id, now, history, limits, false)
-    }
-
-    /// [`Engine::eta_within`] on a copy that infers what follows from other searches
-    /// (`decisions_only`, see `cycle/inferred_failures.rs`) or not.
-    fn eta_copying(
-        &self,
-        id: GangId,
-        now: u64,
-        history: Option<&RuntimeHistory>,
-        limits: EtaLimits,
-        decisions_only: bool,
-    ) -> EtaAnswer {
-        let Some(gang) = self.gangs.get(&id) else { return EtaAnswer::Unknown };
-        let key = match &gang.state {
-            GangState::Running { start, .. } => return EtaAnswer::Running { start: *start },
-            GangState::Pending { .. } => self.gangs.order_key(id).expect("a known gang"),
+/// When pending gang `id` of `asked` is expected to start (see the module documentation), on
+/// a copy that infers what follows from other searches (`decisions_only`, see
+/// `cycle/inferred_failures.rs`) or not.
+pub(crate) fn eta<E: WhatIf>(
+    asked: &E,
+    id: GangId,
+    now: u64,
+    history: Option<&RuntimeHistory>,
+    limits: EtaLimits,
+    decisions_only: bool,
+) -> EtaAnswer {
+    let s = asked.state();
+    let Some(gang) = s.gangs.get(&id) else { return EtaAnswer::Unknown };
+    let key = match &gang.state {
+        GangState::Running { start, .. } => return EtaAnswer::Running { start: *start },
+        GangState::Pending { .. } => s.gangs.order_key(id).expect("a known gang"),
+    };
+    let ceiling = s.quotas.ceiling(gang.queue);
+    if !ceiling.covers(&gang.total) {
+        let why = Unschedulable::ExceedsQuota {
+            queue: gang.request.queue.clone(),
+            requested_gpus: gang.gpus,
+            nominal_gpus: ceiling.gpus,
         };
-        let ceiling = self.quotas.ceiling(gang.queue);
-        if !ceiling.covers(&gang.total) {
-            let why = Unschedulable::ExceedsQuota {
-                queue: gang.request.queue.clone(),
-                requested_gpus: gang.gpus,
-                nominal_gpus: ceiling.gpus,
+        return EtaAnswer::Unschedulable { reason: why.to_string() };
+    }
+    let now = now.max(s.last_now);
+    let ahead = s.gangs.pending().ids_before(&key).count();
+    // The run reads when gangs start, not why they wait (until it stalls, see below).
+    let mut copy = asked.what_if_copy();
+    let c = copy.state_mut();
+    c.decisions_only = decisions_only;
+    if let Some(failure) = c.never_fits(&gang.demand) {
+        return EtaAnswer::Unschedulable { reason: Unschedulable::NeverFits(failure.into()).to_string() };
+    }
+    if let Some(history) = history {
+        let default = c.config.default_runtime_estimate_s;
+        c.gangs.re_estimate_all(|g| {
+            // A running gang is one that has run so long already: it is expected to run
+            // as long as the queue's gangs that ran longer than that.
+            let elapsed = match g.state {
+                GangState::Running { start, .. } => now.saturating_sub(start),
+                GangState::Pending { .. } => 0,
             };
-            return EtaAnswer::Unschedulable { reason: why.to_string() };
-        }
-        let now = now.max(self.last_now);
-        let ahead = self.gangs.pending().ids_before(&key).count();
-        // The run reads when gangs start, not why they wait (until it stalls, see below).
-        let mut copy = self.what_if_copy();
-        copy.decisions_only = decisions_only;
-        if let Some(failure) = copy.never_fits(&gang.demand) {
-            return EtaAnswer::Unschedulable { reason: Unschedulable::NeverFits(failure.into()).to_string() };
-        }
-        if let Some(history) = history {
-            let default = copy.config.default_runtime_estimate_s;
-            copy.gangs.re_estimate_all(|g| {
-                // A running gang is one that has run so long already: it is expected to run
-                // as long as the queue's gangs that ran longer than that.
-                let elapsed = match g.state {
-                    GangState::Running { start, .. } => now.saturating_sub(start),
-                    GangState::Pending { .. } => 0,
-                };
-                let learned = || history.estimate_after(&g.request.queue, elapsed);
-                g.request.runtime_estimate.or_else(learned).unwrap_or(default).max(1)
-            });
-        }
-        let earliest = copy.earliest_start(id, now);
-        let run = Forward { target: id, key, now, limits, ahead, asked: self };
-        run.run(copy, earliest)
+            let learned = || history.estimate_after(&g.request.queue, elapsed);
+            g.request.runtime_estimate.or_else(learned).unwrap_or(default).max(1)
+        });
     }
+    let earliest = earliest_start(c, id, now);
+    let run = Forward { target: id, key, now, limits, ahead, asked: s };
+    run.run(copy, earliest)
+}
 
-    /// The start of `id` if nobody waited ahead of it (see [`Eta::earliest`]); `None` when it
-    /// would not fit even once every running gang has ended.
-    fn earliest_start(&mut self, id: GangId, now: u64) -> Option<u64> {
-        let gang = &self.gangs[&id];
-        let (request, total, queue) = (gang.demand.clone(), gang.total, gang.queue);
-        // Running gangs past their expected end end now; the order by expected end stands.
-        let placed = if self.cluster.place_demand(&request).is_ok() {
-            now
-        } else {
-            fit_after_ends(&mut self.cluster, &self.gangs, &request, total)?.end.max(now)
-        };
-        let quota = if self.quotas.check(queue, total).is_ok() {
-            now
-        } else {
-            let (gangs, ends) = (&self.gangs, self.gangs.running_by_end());
-            let refunds = ends.iter().map(|&(_, g)| (gangs[&g].queue, gangs[&g].total));
-            let (i, ()) = self.quotas.replay_refunds(refunds, |q| q.check(queue, total).is_ok().then_some(()))?;
-            ends.iter().nth(i).map_or(now, |&(end, _)| end.max(now))
-        };
-        Some(placed.max(quota))
-    }
+/// The start of `id` if nobody waited ahead of it (see [`Eta::earliest`]); `None` when it
+/// would not fit even once every running gang has ended.
+fn earliest_start(s: &mut State, id: GangId, now: u64) -> Option<u64> {
+    let gang = &s.gangs[&id];
+    let (request, total, queue) = (gang.demand.clone(), gang.total, gang.queue);
+    // Running gangs past their expected end end now; the order by expected end stands.
+    let placed = if s.cluster.place_demand(&request).is_ok() {
+        now
+    } else {
+        fit_after_ends(&mut s.cluster, &s.gangs, &request, total)?.end.max(now)
+    };
+    let quota = if s.quotas.check(queue, total).is_ok() {
+        now
+    } else {
+        let (gangs, ends) = (&s.gangs, s.gangs.running_by_end());
+        let refunds = ends.iter().map(|&(_, g)| (gangs[&g].queue, gangs[&g].total));
+        let (i, ()) = s.quotas.replay_refunds(refunds, |q| q.check(queue, total).is_ok().then_some(()))?;
+        ends.iter().nth(i).map_or(now, |&(end, _)| end.max(now))
+    };
+    Some(placed.max(quota))
+}
 
-    /// Whether the gangs behind `target` in the pending order can no longer change when it
-    /// starts (see the module documentation).
-    fn behind_cannot_delay(&self, target: GangId, now: u64) -> bool {
-        if self.fair.is_some() {
-            return false;
-        }
-        let g = &self.gangs[&target];
-        if g.not_before > now || g.request.shape.claims().is_some() {
-            return false;
-        }
-        match self.config.backfill {
-            BackfillMode::None => self.quotas.ceiling(g.queue) == crate::cycle::early_stop::UNLIMITED,
-            BackfillMode::Easy => self.gangs.pending().first() == Some(target),
-        }
+/// Whether the gangs behind `target` in the pending order can no longer change when it
+/// starts (see the module documentation).
+fn behind_cannot_delay(s: &State, target: GangId, now: u64) -> bool {
+    if s.fair.is_some() {
+        return false;
     }
+    let g = &s.gangs[&target];
+    if g.not_before > now || g.request.shape.claims().is_some() {
+        return false;
+    }
+    match s.config.backfill {
+        BackfillMode::None => s.quotas.ceiling(g.queue) == crate::quota::UNLIMITED_CEILING,
+        BackfillMode::Easy => s.gangs.pending().first() == Some(target),
+    }
+}
 
-    /// Why `target` waits once the forward run stalled: the run inferred failures without
-    /// searching them (`cycle/inferred_failures.rs`), whose words may be another request's, so one more cycle
-    /// with every failure searched says it. Nothing changed since the last cycle, so it decides
-    /// the same.
-    fn stalled_reason(&mut self, target: GangId, t: u64) -> String {
-        self.decisions_only = false;
-        self.failed_at.clear();
-        self.dirty = true;
-        let _ = self.schedule(t);
-        self.pending_status(target).map_or_else(String::new, |s| s.reason.to_string())
-    }
+/// Why `target` waits once the forward run of `copy` stalled: the run inferred failures
+/// without searching them (`cycle/inferred_failures.rs`), whose words may be another
+/// request's, so one more cycle with every failure searched says it. Nothing changed since the
+/// last cycle, so it decides the same.
+fn stalled_reason<E: WhatIf>(copy: &mut E, target: GangId, t: u64) -> String {
+    let s = copy.state_mut();
+    s.decisions_only = false;
+    s.failed_at.clear();
+    s.dirty = true;
+    let _ = copy.schedule(t);
+    copy.state().pending_status(target).map_or_else(String::new, |s| s.reason.to_string())
+}
 
-    /// Withdraws the pending gangs behind `key` from this copy; returns how many.
-    fn leave_out_behind(&mut self, key: &OrderKey) -> usize {
-        let behind: Vec<GangId> = self.gangs.pending().ids_after(key).collect();
-        for &id in &behind {
-            // Pending, listed just above.
-            let _ = self.cancel_pending(id);
-        }
-        behind.len()
+/// Withdraws the pending gangs behind `key` from the copy; returns how many.
+fn leave_out_behind(s: &mut State, key: &OrderKey) -> usize {
+    let behind: Vec<GangId> = s.gangs.pending().ids_after(key).collect();
+    for &id in &behind {
+        // Pending, listed just above.
+        let _ = s.cancel_pending(id);
     }
+    behind.len()
 }
 
 /// One forward run of a copy of the engine until the target starts.
@@ -319,9 +308,9 @@ struct Forward<'a> {
     limits: EtaLimits,
     /// How many gangs were pending ahead of the target when asked.
     ahead: usize,
-    /// The engine asked (the copy's original): who was pending or running when asked is read
-    /// off it, rather than off sets as large as the line.
-    asked: &'a Engine,
+    /// The state asked about (the copy's original): who was pending or running when asked is
+    /// read off it, rather than off sets as large as the line.
+    asked: &'a State,
 }
 
 /// What the target waited for (see [`Eta::waits_for`]), gang by gang as it happened.
@@ -361,19 +350,20 @@ impl Forward<'_> {
         self.asked.gangs.get(&id).is_some_and(|g| matches!(g.state, GangState::Running { .. }))
     }
 
-    fn run(self, mut copy: Engine, earliest: Option<u64>) -> EtaAnswer {
+    fn run<E: WhatIf>(self, mut copy: E, earliest: Option<u64>) -> EtaAnswer {
         let (target, key, now, limits, ahead) = (self.target, self.key, self.now, self.limits, self.ahead);
         let (mut t, mut cycles, mut left_out, mut exact) = (now, 0u32, None, true);
-        let hosts = copy.cluster.topology().host_count().max(1) as u64;
+        let hosts = copy.state().cluster.topology().host_count().max(1) as u64;
         // A gang may start twice only if the run preempts or requeues it.
-        let restarts = copy.preemption.within_queue || copy.preemption.reclaim || !copy.lost.is_empty();
+        let c = copy.state();
+        let restarts = c.preemption.within_queue || c.preemption.reclaim || !c.lost.is_empty();
         let mut waited = Waited { last: VecDeque::new(), total: 0, counted: restarts.then(HashSet::default) };
         // Gangs running when asked that started again in the run (preempted or requeued first):
         // their end is not waited for, as that of every gang started in the run.
         let mut restarted: HashSet<GangId, FastHash> = HashSet::default();
         let likely = loop {
-            if left_out.is_none() && copy.behind_cannot_delay(target, t) {
-                left_out = Some(copy.leave_out_behind(&key));
+            if left_out.is_none() && behind_cannot_delay(copy.state(), target, t) {
+                left_out = Some(leave_out_behind(copy.state_mut(), &key));
             }
             let cycle = match copy.schedule(t) {
                 Ok(cycle) => cycle,
@@ -390,17 +380,18 @@ impl Forward<'_> {
                     restarted.insert(admission.id);
                 }
             }
-            match copy.gangs.get(&target).map(|g| &g.state) {
+            let c = copy.state();
+            match c.gangs.get(&target).map(|g| &g.state) {
                 Some(GangState::Running { start, .. }) => break *start,
                 Some(GangState::Pending { .. }) => {}
                 None => return EtaAnswer::Unknown,
             }
             // The next instant anything changes: a running gang's end (now, if it is past
             // it), a backoff running out, or a lost host's grace.
-            let end = copy.gangs.running_by_end().first().map(|&(end, _)| end.max(t));
-            let due = [copy.gangs.next_backoff(), copy.lost_due()].into_iter().flatten().filter(|&d| d > t).min();
+            let end = c.gangs.running_by_end().first().map(|&(end, _)| end.max(t));
+            let due = [c.gangs.next_backoff(), c.lost_due()].into_iter().flatten().filter(|&d| d > t).min();
             let Some(next) = end.into_iter().chain(due).min() else {
-                return EtaAnswer::Stalled { at: t, reason: copy.stalled_reason(target, t) };
+                return EtaAnswer::Stalled { at: t, reason: stalled_reason(&mut copy, target, t) };
             };
             if next > now.saturating_add(limits.horizon_s) || cycles >= limits.max_cycles {
                 return EtaAnswer::BeyondHorizon { searched_until: t, cycles, ahead };
@@ -413,13 +404,13 @@ impl Forward<'_> {
                 until = due.map_or(next.saturating_add(step), |d| next.saturating_add(step).min(d.max(next)));
                 at = next + (until - next) / 2;
             }
-            while let Some(&(end, id)) = copy.gangs.running_by_end().first()
+            while let Some(&(end, id)) = copy.state().gangs.running_by_end().first()
                 && end <= until
             {
                 // A gang ending at another instant than the cycle's: a cycle the engine would
                 // have run is not run, or runs early.
                 exact &= end.max(t) == at;
-                if let Err(e) = copy.finish(id, at) {
+                if let Err(e) = copy.state_mut().advance(at).and_then(|()| copy.state_mut().end(id, at)) {
                     return EtaAnswer::Stalled { at, reason: format!("the forward run failed: {e}") };
                 }
                 if self.was_running(id) && !restarted.contains(&id) {

@@ -213,7 +213,7 @@ proptest! {
             prop_assert!(eta.exact);
             let mut real = e.clone();
             prop_assert_eq!(drive(&mut real, 0, target, runtime).0, Some(eta.likely));
-            let running = matches!(real.gangs[&target].state, GangState::Running { .. });
+            let running = matches!(real.state.gangs[&target].state, GangState::Running { .. });
             prop_assert!(running);
         }
     }

@@ -18,7 +18,8 @@ use trainyard_topology::{Cluster, Demand, HostId, Resources};
 use crate::gangs::record::GangState;
 use crate::gangs::table::GangTable;
 use crate::preemption::victims::{self, Candidate};
-use crate::{Engine, GangId, PendingReason, PendingStatus};
+use crate::state::State;
+use crate::{GangId, PendingReason, PendingStatus};
 
 /// Something that would let a pending gang start.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -99,57 +100,54 @@ impl fmt::Display for Explanation {
     }
 }
 
-impl Engine {
-    /// Explains a pending gang; `None` when it is not pending.
-    pub fn explain(&self, id: GangId) -> Option<Explanation> {
-        let status = self.pending_status(id)?;
-        let gang = &self.gangs[&id];
-        let request = gang.demand.clone();
-        let mut counterfactuals = Vec::new();
-        match &status.reason {
-            PendingReason::Quota { queue, requested_gpus, available_gpus, .. } => {
-                let gpus_short = requested_gpus.saturating_sub(*available_gpus);
-                counterfactuals.push(Counterfactual::QuotaShort { queue: queue.clone(), gpus_short });
-            }
-            PendingReason::Topology { level, pods, best_domain_fit } => {
-                let pods_short = u64::from(*pods).saturating_sub(*best_domain_fit);
-                let topo = self.cluster.topology();
-                let host_gpus = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(1).max(1);
-                let hosts_short = (pods_short * gang.request.shape.largest_pod().gpus).div_ceil(host_gpus).max(1);
-                counterfactuals.push(Counterfactual::MoreHosts { level: level.clone(), pods_short, hosts_short });
-            }
-            _ => {}
+/// Explains a pending gang; `None` when it is not pending.
+pub(crate) fn explain(s: &State, id: GangId) -> Option<Explanation> {
+    let status = s.pending_status(id)?;
+    let gang = &s.gangs[&id];
+    let request = gang.demand.clone();
+    let mut counterfactuals = Vec::new();
+    match &status.reason {
+        PendingReason::Quota { queue, requested_gpus, available_gpus, .. } => {
+            let gpus_short = requested_gpus.saturating_sub(*available_gpus);
+            counterfactuals.push(Counterfactual::QuotaShort { queue: queue.clone(), gpus_short });
         }
-        let mut cluster = self.cluster.clone();
-        if cluster.place_demand(&request).is_err() {
-            if let Some(fit) = fit_after_ends(&mut cluster, &self.gangs, &request, gang.total) {
-                counterfactuals.push(Counterfactual::WaitingFor { at: fit.end, last: fit.last, gangs: fit.index + 1 });
-            }
-            let candidates: Vec<Candidate> = self
-                .gangs
-                .running_by_end()
-                .iter()
-                .filter_map(|&(_, other)| match &self.gangs[&other].state {
-                    GangState::Running { placement, .. } => Some(Candidate {
-                        id: other,
-                        queue: self.gangs[&other].queue,
-                        total: self.gangs[&other].total,
-                        placement,
-                        priority: self.gangs[&other].request.priority,
-                        lost_work: 0,
-                    }),
-                    GangState::Pending { .. } => None,
-                })
-                .collect();
-            if let Some(set) = victims::choose_victims(&mut cluster, &request, &candidates, &|_| true) {
-                let topo = cluster.topology();
-                let domain =
-                    if topo.depth(set.domain) == 0 { "the cluster".to_string() } else { topo.path(set.domain) };
-                counterfactuals.push(Counterfactual::Preempting { domain, victims: set.victims });
-            }
+        PendingReason::Topology { level, pods, best_domain_fit } => {
+            let pods_short = u64::from(*pods).saturating_sub(*best_domain_fit);
+            let topo = s.cluster.topology();
+            let host_gpus = topo.hosts().map(|h| topo.host_capacity(h).gpus).max().unwrap_or(1).max(1);
+            let hosts_short = (pods_short * gang.request.shape.largest_pod().gpus).div_ceil(host_gpus).max(1);
+            counterfactuals.push(Counterfactual::MoreHosts { level: level.clone(), pods_short, hosts_short });
         }
-        Some(Explanation { gang: id, status, counterfactuals })
+        _ => {}
     }
+    let mut cluster = s.cluster.clone();
+    if cluster.place_demand(&request).is_err() {
+        if let Some(fit) = fit_after_ends(&mut cluster, &s.gangs, &request, gang.total) {
+            counterfactuals.push(Counterfactual::WaitingFor { at: fit.end, last: fit.last, gangs: fit.index + 1 });
+        }
+        let candidates: Vec<Candidate> = s
+            .gangs
+            .running_by_end()
+            .iter()
+            .filter_map(|&(_, other)| match &s.gangs[&other].state {
+                GangState::Running { placement, .. } => Some(Candidate {
+                    id: other,
+                    queue: s.gangs[&other].queue,
+                    total: s.gangs[&other].total,
+                    placement,
+                    priority: s.gangs[&other].request.priority,
+                    lost_work: 0,
+                }),
+                GangState::Pending { .. } => None,
+            })
+            .collect();
+        if let Some(set) = victims::choose_victims(&mut cluster, &request, &candidates, &|_| true) {
+            let topo = cluster.topology();
+            let domain = if topo.depth(set.domain) == 0 { "the cluster".to_string() } else { topo.path(set.domain) };
+            counterfactuals.push(Counterfactual::Preempting { domain, victims: set.victims });
+        }
+    }
+    Some(Explanation { gang: id, status, counterfactuals })
 }
 
 /// Where releasing running gangs by expected end first lets a gang fit (see [`fit_after_ends`]).
@@ -167,7 +165,7 @@ pub(crate) struct FitAfterEnds {
 /// their expected ends: they are released one by one in that order on a transaction, undone
 /// before returning; `None` when it does not fit even once every running gang has ended.
 /// Explaining ([`Counterfactual::WaitingFor`]) and the lower bound of a start-time estimate
-/// ([`Engine::eta`]) both read it.
+/// ([`crate::Engine::eta`]) both read it.
 ///
 /// A placement is searched only once the free capacity could hold the gang (its total, and as
 /// many of its pods as it has, host by host, for a gang of one pod shape): the bounds the

@@ -1,7 +1,7 @@
 //! The gang records by id, and the fast hash the engine's maps use. A cycle looks a gang up
 //! several times per pending gang, so lookups are constant time (a hash of the id, not a walk
 //! down a tree of 50,000 entries). Iteration order is a hash map's own: every caller whose
-//! result can reach a decision or an output sorts by id first ([`ids`]).
+//! result can reach a decision or an output sorts by id first (`GangMap::ids`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -63,10 +63,11 @@ fn engine() -> Engine {
 /// The `n`-th gang the table holds (by id), in the state `want` says.
 fn pick(e: &Engine, n: u8, running: bool) -> Option<GangId> {
     let ids: Vec<GangId> = e
+        .state
         .gangs
         .ids()
         .into_iter()
-        .filter(|id| matches!(e.gangs[id].state, GangState::Running { .. }) == running)
+        .filter(|id| matches!(e.state.gangs[id].state, GangState::Running { .. }) == running)
         .collect();
     (!ids.is_empty()).then(|| ids[usize::from(n) % ids.len()])
 }
@@ -123,16 +124,17 @@ proptest! {
                 }
                 Step::Index { hosts, queues } => {
                     e.file_gangs_by_host(hosts);
-                    e.gangs.keep_queue_index(queues);
+                    e.state.gangs.keep_queue_index(queues);
                 }
             }
-            prop_assert_eq!(e.gangs.check(), Ok(()), "after {:?}", step);
+            prop_assert_eq!(e.state.gangs.check(), Ok(()), "after {:?}", step);
             // Filed or scanned, the running gangs by host and by queue are those the records say.
             let running: Vec<(GangId, &crate::gangs::record::GangRecord)> = e
+                .state
                 .gangs
                 .ids()
                 .into_iter()
-                .map(|id| (id, &e.gangs[&id]))
+                .map(|id| (id, &e.state.gangs[&id]))
                 .filter(|(_, g)| matches!(g.state, GangState::Running { .. }))
                 .collect();
             for h in 0..4 {
@@ -149,7 +151,7 @@ proptest! {
                 let mut want: Vec<(i32, GangId)> =
                     running.iter().filter(|(_, g)| g.queue == queue).map(|(id, g)| (g.request.priority, *id)).collect();
                 want.sort_unstable();
-                prop_assert_eq!(e.gangs.running_in(queue).collect::<Vec<_>>(), want, "queue {} after {:?}", q, step);
+                prop_assert_eq!(e.state.gangs.running_in(queue).collect::<Vec<_>>(), want, "queue {} after {:?}", q, step);
             }
         }
     }

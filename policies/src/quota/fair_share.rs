@@ -18,6 +18,14 @@ use trainyard_topology::Resources;
 use super::{QueueIdx, QuotaTree, R, amounts, dominant};
 use crate::FairSharingConfig;
 
+/// Weighted dominant-resource fair sharing across queues.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FairSharing {
+    /// Past usage counts too, decaying by half every this many seconds; `None` counts only
+    /// what queues hold now.
+    pub half_life_s: Option<u64>,
+}
+
 /// Decayed usage history of every queue of a [`QuotaTree`]. Deterministic: the caller
 /// passes time in, and `advance` must be called before every change of usage.
 #[derive(Clone, Debug, Default)]

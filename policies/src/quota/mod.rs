@@ -31,6 +31,7 @@
 //! compares the request with those rooms: O(depth × resources). `charge`/`refund` update the
 //! cached `U` and `D` along the path; [`QuotaTree::audit`] recomputes them from scratch.
 
+mod blocked_reason;
 mod build;
 mod fair_share;
 
@@ -38,7 +39,7 @@ use std::collections::BTreeMap;
 
 use trainyard_topology::Resources;
 
-pub use fair_share::FairShare;
+pub use fair_share::{FairShare, FairSharing};
 
 use crate::UndeclaredQueues;
 /// Index of a queue (inner or leaf) in a [`QuotaTree`]; the root is `QueueIdx(0)`.
@@ -51,6 +52,10 @@ const R: usize = 3;
 type Amounts = [u64; R];
 /// Stands for "no limit" in [`Resources`] results and in cached limits.
 const UNLIMITED: u64 = u64::MAX;
+
+/// The ceiling of a queue without any limit.
+pub(crate) const UNLIMITED_CEILING: Resources =
+    Resources { gpus: UNLIMITED, cpu_milli: UNLIMITED, memory_mib: UNLIMITED };
 /// Resource names used in [`QuotaBlock::resource`], in the engine's units.
 pub const RESOURCE_NAMES: [&str; 3] = ["gpus", "cpu_milli", "memory_mib"];
 

@@ -1,19 +1,15 @@
-//! How gangs enter (submit), start, stop and leave the engine: each step checks what the
-//! engine needs (shape, queue, quota ceiling, a fit on the empty cluster), charges or frees
-//! the cluster and the quotas, and moves the gang through the table (`gangs/table.rs`), which keeps
-//! every index over the gangs in step.
+//! How gangs enter, start, stop and leave the state: each step checks what the engine needs
+//! (shape, queue, quota ceiling, a fit on the empty cluster), charges or frees the cluster and
+//! the quotas, and moves the gang through the table (`gangs/table.rs`), which keeps every index
+//! over the gangs in step.
 
-use trainyard_topology::{Demand, HostId, Placement};
+use trainyard_topology::{Demand, Placement};
 
 use crate::gangs::record::{GangRecord, GangState};
-use crate::{Engine, Error, GangId, GangRequest, PendingReason, PendingStatus, Result, Submitted, Unschedulable};
+use crate::state::State;
+use crate::{Error, GangId, GangRequest, PendingReason, PendingStatus, Result, Submitted, Unschedulable};
 
-impl Engine {
-    /// Queue a gang, or say why it can never run.
-    pub fn submit(&mut self, request: GangRequest) -> Result<Submitted> {
-        self.enter(request, true)
-    }
-
+impl State {
     /// Takes a gang into the table as pending; `fit` checks that it fits the empty cluster (a
     /// gang taken back where it already runs is not asked that).
     pub(crate) fn enter(&mut self, mut request: GangRequest, fit: bool) -> Result<Submitted> {
@@ -118,48 +114,6 @@ impl Engine {
         Ok(Submitted::Queued)
     }
 
-    /// Whether a placement request cannot fit even the empty cluster as it stands (cached until
-    /// the cluster's structure changes).
-    pub(crate) fn never_fits(&mut self, request: &Demand) -> Option<trainyard_topology::PlacementFailure> {
-        let generation = self.cluster.generation();
-        if self.never_fits_generation != generation {
-            self.never_fits.clear();
-            self.never_fits_generation = generation;
-        }
-        let cluster = &mut self.cluster;
-        if let Some(known) = self.never_fits.get(request) {
-            return known.clone();
-        }
-        let answer = cluster.place_demand_on_empty(request).err();
-        self.never_fits.insert(request.clone(), answer.clone());
-        answer
-    }
-
-    /// Why a pending gang is waiting; `None` if it is not pending.
-    pub fn pending_status(&self, id: GangId) -> Option<PendingStatus> {
-        let gang = self.gangs.get(&id)?;
-        let GangState::Pending { status, cycle } = &gang.state else {
-            return None;
-        };
-        if *cycle >= self.cycle {
-            return Some(status.clone());
-        }
-        Some(self.blanket_status(gang).unwrap_or_else(|| status.clone()))
-    }
-
-    /// A gang ended (finished, failed or was cancelled while running): free its resources.
-    pub fn finish(&mut self, id: GangId, now: u64) -> Result<()> {
-        self.advance(now)?;
-        // Usage changes now: account for what it was until now first.
-        self.advance_history(now);
-        self.stop_running(id)?;
-        let gang = self.gangs.remove(id).expect("stopped above");
-        self.cluster.release_class(gang.demand.hosts());
-        self.cluster.reap();
-        self.dirty = true;
-        Ok(())
-    }
-
     /// The reason for a gang that never fits because of its GPU layout alone: it would fit the
     /// empty cluster without it. `None` when it would not fit either way.
     fn layout_alone_refuses(
@@ -194,7 +148,7 @@ impl Engine {
     }
 
     /// Withdraw a pending gang.
-    pub fn cancel_pending(&mut self, id: GangId) -> Result<()> {
+    pub(crate) fn cancel_pending(&mut self, id: GangId) -> Result<()> {
         let gang = self.gangs.get(&id).ok_or(Error::UnknownGang(id))?;
         if !matches!(gang.state, GangState::Pending { .. }) {
             return Err(Error::UnknownGang(id));
@@ -218,11 +172,27 @@ impl Engine {
         self.quotas.refund(gang.queue, gang.total);
         self.lost.remove(&id);
         let stopped = self.gangs.stop(id).expect("running, checked above");
-        self.plan_after_stop(versions, first, end);
+        let after = self.plan_versions();
+        if self.plan_memo.as_mut().is_some_and(|memo| !memo.stands_after_stop(versions, after, first, end)) {
+            self.plan_memo = None;
+        }
         if self.decisions_only {
             self.carry_failures(epoch, &stopped.0);
         }
         Ok(stopped)
+    }
+
+    /// A running gang ended (finished, failed or was cancelled): frees its resources and
+    /// forgets it.
+    pub(crate) fn end(&mut self, id: GangId, now: u64) -> Result<()> {
+        // Usage changes now: account for what it was until now first.
+        self.advance_history(now);
+        self.stop_running(id)?;
+        let gang = self.gangs.remove(id).expect("stopped above");
+        self.cluster.release_class(gang.demand.hosts());
+        self.cluster.reap();
+        self.dirty = true;
+        Ok(())
     }
 
     /// Stops a running gang without ending it: frees its capacity and quota and puts it back
@@ -236,92 +206,6 @@ impl Engine {
         self.touch(id);
         self.dirty = true;
         Ok(start)
-    }
-
-    /// Cycles run so far.
-    pub(crate) fn cycle_number(&self) -> u64 {
-        self.cycle
-    }
-
-    pub(crate) fn set_status(&mut self, id: GangId, reason: PendingReason, reserved_at: Option<u64>) {
-        let cycle = self.cycle;
-        let Some(g) = self.gangs.get_mut(&id) else { return };
-        let status = PendingStatus { reason, reserved_at };
-        // Only a change a caller would report again counts (not the amounts that move meanwhile).
-        let before = match &g.state {
-            GangState::Pending { status: s, cycle: c } if *c >= cycle.saturating_sub(1) => {
-                Some(s.reason.steady_eq(&status.reason) && s.reserved_at.is_some() == status.reserved_at.is_some())
-            }
-            _ => None,
-        };
-        let old = std::mem::replace(&mut g.state, GangState::Pending { status, cycle });
-        // A quota reason giving way to another is kept for the next time the same limit blocks.
-        if let GangState::Pending { status: old, .. } = old
-            && matches!(old.reason, PendingReason::Quota { .. })
-            && !matches!(&g.state, GangState::Pending { status, .. } if matches!(status.reason, PendingReason::Quota { .. }))
-        {
-            g.quota_reason = Some(Box::new(old.reason));
-        }
-        if before != Some(true) {
-            self.touch(id);
-        }
-    }
-
-    /// Marks a pending gang as looked at in this cycle with its reason unchanged, when `same`
-    /// says its reason (with no reservation) is the one it would be given now; the amounts in it
-    /// stay those of when it was built. Building a reason allocates; most gangs keep theirs cycle
-    /// after cycle.
-    pub(crate) fn keep_status(&mut self, id: GangId, same: impl FnOnce(&GangRecord, &PendingReason) -> bool) -> bool {
-        let cycle = self.cycle;
-        let Some(g) = self.gangs.get_mut(&id) else { return false };
-        let kept = match &g.state {
-            GangState::Pending { status, .. } => status.reserved_at.is_none() && same(g, &status.reason),
-            GangState::Running { .. } => false,
-        };
-        let GangState::Pending { cycle: seen, .. } = &mut g.state else { return false };
-        if !kept {
-            return false;
-        }
-        // Not looked at in the last cycle: a caller was shown another (blanket) reason since, so
-        // it hears of this one again, though the reason itself is kept.
-        let stale = *seen < cycle.saturating_sub(1);
-        *seen = cycle;
-        if stale {
-            self.touch(id);
-        }
-        true
-    }
-
-    /// Records that what the caller should say about `id` may have changed.
-    pub(crate) fn touch(&mut self, id: GangId) {
-        if self.follows_changes {
-            self.changed.insert(id);
-        }
-    }
-
-    /// For a caller that never takes the changed gangs (a replay): they are not kept, so the set
-    /// does not grow with every gang that ever came; [`Engine::take_changed`] then lists none.
-    pub fn ignore_changes(&mut self) {
-        self.follows_changes = false;
-        self.changed.clear();
-    }
-
-    /// The gangs whose decision may have changed since the last call: submitted, started,
-    /// stopped, or pending for another reason. Lets a caller follow the engine in O(changes).
-    pub fn take_changed(&mut self) -> Vec<GangId> {
-        if std::mem::take(&mut self.blanket_moved) && self.follows_changes {
-            // Gangs the last cycle did not reach read the blanket reason, which moved since the
-            // last call. A gang reached since then was touched when its reason was set or kept.
-            let (gangs, changed, now) = (&self.gangs, &mut self.changed, self.cycle);
-            for id in gangs.pending().ids() {
-                if matches!(gangs[&id].state, GangState::Pending { cycle, .. } if cycle < now) {
-                    changed.insert(id);
-                }
-            }
-        }
-        let mut ids: Vec<GangId> = std::mem::take(&mut self.changed).into_iter().collect();
-        ids.sort_unstable();
-        ids
     }
 
     /// Starts a pending gang on `placement`, which gets its pods' GPU indices.
@@ -343,17 +227,5 @@ impl Engine {
         let gang = &self.gangs[&id];
         self.quotas.charge(gang.queue, gang.total);
         self.touch(id);
-    }
-
-    /// Running gangs with pods on `host`, by id.
-    pub fn gangs_on(&self, host: HostId) -> impl Iterator<Item = GangId> + '_ {
-        self.gangs.on_host(host)
-    }
-
-    /// Whether the running gangs are filed by host (on by default). A caller that never loses
-    /// hosts (a replay without host failures) turns it off: filing costs every start and stop,
-    /// and [`Engine::gangs_on`] then scans the running gangs instead.
-    pub fn file_gangs_by_host(&mut self, on: bool) {
-        self.gangs.keep_host_index(on);
     }
 }
