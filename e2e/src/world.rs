@@ -270,9 +270,11 @@ impl<'s> World<'s> {
     /// its ordinal; returns how long it took. A pod bound elsewhere fails at once.
     pub async fn wait_bound_as_recorded(&self, name: &str, count: usize, timeout: Duration) -> Result<Duration> {
         let started = Instant::now();
-        let ordinals = self.ordinals(name).await?;
         // `Some(Some(why))`: a pod is bound where its record does not say; that ends the wait.
         let wrong = wait_for(&format!("{count} pods of {name} bound where recorded"), timeout, || async {
+            // Read each time: a gang relaunched after its admission gets its new JobSet (and the
+            // pods' ordinals) a moment after the record, and the wait may start in between.
+            let ordinals = self.ordinals(name).await?;
             let slots = self.slots(name).await?;
             let pods = self.gang_pods(name).await?;
             let mut bound = 0;
