@@ -139,6 +139,10 @@ pub struct SimulateArgs {
     pub slowdown: Option<Slowdown>,
     #[command(flatten)]
     pub failures: FailureArgs,
+    /// The replay stops with an error if work remains this long (simulated) after the last
+    /// submission: a model whose queue never drains ends instead of running on.
+    #[arg(long, value_name = "DURATION", value_parser = duration, default_value = "3650d")]
+    pub horizon: u64,
     /// Write the full report as JSON to this file (byte-identical for identical inputs).
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -254,17 +258,17 @@ pub struct SynthArgs {
     /// Random seed; the same seed always gives the same trace.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
-    /// Number of jobs.
-    #[arg(long, default_value_t = 2000)]
-    pub jobs: usize,
-    /// Number of tenants (team-a, team-b, ...).
-    #[arg(long, default_value_t = 4)]
-    pub tenants: usize,
+    /// Number of jobs (1 to 10,000,000).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub jobs: u32,
+    /// Number of tenants, team-a, team-b, ... (1 to 10,000).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub tenants: u32,
     /// Mean seconds between submissions.
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
     pub mean_interarrival: f64,
-    /// GPUs per host, for shaping multi-host gangs.
-    #[arg(long, default_value_t = 8)]
+    /// GPUs per host, for shaping multi-host gangs (1 to 1,024).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub gpus_per_host: u32,
     /// Level named in the gangs' topology requests.
     #[arg(long, default_value = "rack", value_name = "LEVEL")]

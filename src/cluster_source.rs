@@ -1,6 +1,7 @@
 //! Loads a cluster from any topology source: trainyard YAML, a Kubernetes Node list, a Slurm
 //! topology.conf or the Lingjun fabric CSV; reports what the reader left out.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -61,12 +62,27 @@ impl ClusterArgs {
         let mut cluster = self.load_topology()?;
         if !self.devices.is_empty() {
             let mut objects = DraObjects::default();
+            // Which file each pool came from, so that a pool left out is named with its file.
+            let mut file_of_pool: BTreeMap<String, String> = BTreeMap::new();
             for path in &self.devices {
-                objects.extend(parse_objects(&read_text(path)?, &path.display().to_string())?);
+                let read = parse_objects(&read_text(path)?, &path.display().to_string())?;
+                for slice in &read.slices {
+                    file_of_pool
+                        .entry(format!("{}/{}", slice.driver, slice.pool.name))
+                        .or_insert(path.display().to_string());
+                }
+                objects.extend(read);
             }
             let left_out = cluster.set_devices(objects)?;
-            let warnings: Vec<String> =
-                left_out.iter().map(|r| format!("devices: {}: {}", r.subject, r.reason)).collect();
+            let files = self.devices.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+            let warnings: Vec<String> = left_out
+                .iter()
+                .map(|r| {
+                    let pool = r.subject.splitn(3, '/').take(2).collect::<Vec<_>>().join("/");
+                    let file = file_of_pool.get(&pool).unwrap_or(&files);
+                    format!("{file}: devices: {}: {}", r.subject, r.reason)
+                })
+                .collect();
             report_left_out(&warnings);
         }
         Ok(cluster)
@@ -141,8 +157,11 @@ fn nccl_file(cluster: &Path, name: &str) -> Option<std::result::Result<intra_nod
 /// An NCCL topology file's GPU layout; the error names the file.
 pub fn read_nccl(file: &Path) -> std::result::Result<intra_node::HostLayout, String> {
     let shown = file.display().to_string();
-    match std::fs::read_to_string(file) {
-        Ok(text) => intra_node::parse_nccl_xml(&text, &shown).map_err(|e| e.to_string()),
+    match std::fs::read(file) {
+        Ok(bytes) => {
+            let text = trainyard_topology::input_text::decode(bytes, &shown).map_err(|e| e.to_string())?;
+            intra_node::parse_nccl_xml(&text, &shown).map_err(|e| e.to_string())
+        }
         Err(e) => Err(format!("cannot read {shown}: {e}")),
     }
 }

@@ -78,24 +78,16 @@ fn detect_format(path: &Path) -> Result<TraceFormat> {
     })
 }
 
-/// A whole text file, with its name in the error.
+/// A whole text file, with its name in the error, decoded and normalised as every reader takes
+/// text (`input_text::decode`: no byte-order mark, LF line ends, UTF-8 or refused).
 pub fn read_text(path: &Path) -> Result<String> {
-    fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+    let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(trainyard_topology::input_text::decode(bytes, &path.display().to_string())?)
 }
 
 /// The non-empty documents of a YAML file, each with the line it starts at.
 pub fn documents(path: &Path) -> Result<Vec<(usize, String)>> {
-    let text = read_text(path)?;
-    let mut docs = Vec::new();
-    let mut line = 1;
-    for doc in text.split("\n---") {
-        let body = doc.strip_prefix('\n').unwrap_or(doc);
-        if !body.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
-            docs.push((line, body.to_owned()));
-        }
-        line += doc.lines().count();
-    }
-    Ok(docs)
+    Ok(trainyard_topology::input_text::yaml_documents(&read_text(path)?))
 }
 
 /// The objects of a YAML file, each with the line its document starts at: its documents, with
@@ -104,8 +96,8 @@ pub fn read_objects(path: &Path) -> Result<Vec<(usize, serde_json::Value)>> {
     use serde_json::Value;
     let mut objects = Vec::new();
     for (line, body) in documents(path)? {
-        let value: Value = serde_saphyr::from_str(&body)
-            .map_err(|e| anyhow!("{} (document from line {line}): {e}", path.display()))?;
+        let value: Value =
+            trainyard_topology::input_text::yaml(&body, &format!("{} (document from line {line})", path.display()))?;
         match value.get("items").and_then(Value::as_array) {
             Some(items) if value.get("kind").and_then(Value::as_str) == Some("List") => {
                 objects.extend(items.iter().map(|item| (line, item.clone())))

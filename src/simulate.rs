@@ -55,7 +55,14 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         policy,
         // The jobs move into the outcomes: no copy of the trace.
         std::mem::take(&mut trace.jobs),
-        ReplayOptions { estimates, slowdown, explain, timeline: args.html.is_some(), failures: args.failures.model() },
+        ReplayOptions {
+            estimates,
+            slowdown,
+            explain,
+            timeline: args.html.is_some(),
+            failures: args.failures.model(),
+            horizon_s: args.horizon,
+        },
         &mut on_progress,
     );
     bar.finish_and_clear();

@@ -10,16 +10,17 @@ use crate::cli::{SynthArgs, SynthFormat};
 
 /// Generates the trace and writes it to the file or standard output.
 pub fn run(args: &SynthArgs) -> Result<()> {
-    if args.jobs == 0 || args.tenants == 0 || args.gpus_per_host == 0 {
-        bail!("--jobs, --tenants and --gpus-per-host must be at least 1");
-    }
-    if !(args.mean_interarrival.is_finite() && args.mean_interarrival > 0.0) {
-        bail!("--mean-interarrival must be a positive number of seconds, not {}", args.mean_interarrival);
+    // The ranges of --jobs, --tenants and --gpus-per-host are the flags' own (clap says them).
+    if !(args.mean_interarrival.is_finite() && args.mean_interarrival > 0.0 && args.mean_interarrival <= 1e9) {
+        bail!(
+            "--mean-interarrival must be a number of seconds above 0 and at most 1e9 (31 years), not {}",
+            args.mean_interarrival
+        );
     }
     let config = SynthConfig {
         seed: args.seed,
-        jobs: args.jobs,
-        tenants: args.tenants,
+        jobs: args.jobs as usize,
+        tenants: args.tenants as usize,
         mean_interarrival_s: args.mean_interarrival,
         gpus_per_host: args.gpus_per_host,
         rack_level: args.rack_level.clone(),

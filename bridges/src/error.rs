@@ -69,6 +69,18 @@ pub enum RenderError {
         /// The replicated job it needs.
         replicated_job: String,
     },
+    /// Two entries of a list the API server keys by name carry the same name.
+    #[error("TrainJob {job}: runtime {runtime:?}: {field} = {name:?} is named twice (the list is keyed by name)")]
+    DuplicateName {
+        /// The TrainJob.
+        job: String,
+        /// The runtime name.
+        runtime: String,
+        /// Path of the second entry's name, e.g. `spec.template.spec.replicatedJobs[2].name`.
+        field: String,
+        /// The name.
+        name: String,
+    },
     /// A patch or override names a replicated job or container that the runtime does not have.
     #[error("TrainJob {job}: {field} = {name:?} does not exist in the runtime")]
     UnknownPatchTarget {
@@ -151,7 +163,8 @@ impl RenderError {
             | RenderError::UnknownPatchTarget { field, .. }
             | RenderError::Forbidden { field, .. }
             | RenderError::UnsupportedWorkload { field, .. }
-            | RenderError::InvalidPatch { field, .. } => field,
+            | RenderError::InvalidPatch { field, .. }
+            | RenderError::DuplicateName { field, .. } => field,
             RenderError::NoTrainerJob { .. }
             | RenderError::MissingNodeContainer { .. }
             | RenderError::MissingReplicatedJob { .. } => "spec.runtimeRef.name",

@@ -29,6 +29,38 @@ pub struct FailureModel {
     pub seed: u64,
 }
 
+impl FailureModel {
+    /// Why this model cannot be replayed, if it cannot: a host that fails, on average, before
+    /// a gang on it has restored its checkpoint and saved the next one lets no work progress,
+    /// and the replay would follow failures without end. The words name the flags (and the
+    /// sweep fields) `--mtbf`, `--checkpoint-interval` and `--restart-cost`.
+    pub fn check(&self) -> Result<(), String> {
+        if self.mtbf_s == 0 {
+            return Err("--mtbf must be longer than 0s".to_string());
+        }
+        let cycle_s = self.checkpoint_interval_s.saturating_add(self.restart_s);
+        if self.mtbf_s <= cycle_s {
+            return Err(format!(
+                "--mtbf {} is not longer than --checkpoint-interval {} plus --restart-cost {}: a host \
+                 would fail, on average, before a gang on it saved any work, and no gang would \
+                 finish; a real host's MTBF is thousands of hours",
+                crate::report::human_duration_long(self.mtbf_s),
+                crate::report::human_duration_long(self.checkpoint_interval_s),
+                crate::report::human_duration_long(self.restart_s),
+            ));
+        }
+        if self.repair_s >= self.mtbf_s {
+            return Err(format!(
+                "--repair {} is not shorter than --mtbf {}: a host would be down at least as long as \
+                 up, and the replay would follow failures rather than work",
+                crate::report::human_duration_long(self.repair_s),
+                crate::report::human_duration_long(self.mtbf_s),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What failures cost a replay.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FailureSummary {

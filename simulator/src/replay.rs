@@ -26,8 +26,13 @@ pub enum EstimateSource {
     Actual,
 }
 
+/// How far past the last submission a replay may run by default, simulated seconds (10 years):
+/// far beyond what a contended trace needs to drain, near enough that a replay which cannot
+/// drain (failures faster than work, a queue that never empties) ends in seconds.
+pub const DEFAULT_HORIZON_S: u64 = 10 * 365 * 86_400;
+
 /// Replay knobs beyond the cluster, the policy and the trace.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReplayOptions {
     /// Where runtime estimates come from.
     pub estimates: EstimateSource,
@@ -40,6 +45,22 @@ pub struct ReplayOptions {
     pub timeline: bool,
     /// Hosts fail and are repaired; gangs on them crash and restart from their checkpoint.
     pub failures: Option<FailureModel>,
+    /// The replay stops with [`SimError::Horizon`] if work remains this many simulated seconds
+    /// after the last submission.
+    pub horizon_s: u64,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> ReplayOptions {
+        ReplayOptions {
+            estimates: EstimateSource::default(),
+            slowdown: Slowdown::default(),
+            explain: Vec::new(),
+            timeline: false,
+            failures: None,
+            horizon_s: DEFAULT_HORIZON_S,
+        }
+    }
 }
 
 /// How far a replay has got, for progress bars.
@@ -188,6 +209,10 @@ pub(crate) fn replay_watched<'a>(
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
     let first_submit = order.first().map_or(0, |&i| jobs[i].submit);
+    let horizon = order.last().map_or(0, |&i| jobs[i].submit).saturating_add(options.horizon_s);
+    if let Some(model) = &options.failures {
+        model.check().map_err(SimError::Failures)?;
+    }
     let mut failures = options.failures.map(|m| Failures::new(m, engine.cluster(), first_submit));
     // Crashed gangs still holding their hosts (waiting for a repair, a spare or the grace).
     let mut crashed: BTreeSet<usize> = BTreeSet::new();
@@ -215,6 +240,10 @@ pub(crate) fn replay_watched<'a>(
         let failure_at = failures.as_ref().filter(|_| work_remains).and_then(Failures::next_at);
         let wake_at = wakes.peek().map(|Reverse(t)| *t);
         let Some(now) = [arrival_at, completion_at, failure_at, wake_at].into_iter().flatten().min() else { break };
+        if now > horizon {
+            let left = total - done;
+            return Err(SimError::Horizon { horizon_s: options.horizon_s, at: horizon, left, total });
+        }
         last_now = now;
         while wakes.peek().is_some_and(|Reverse(t)| *t <= now) {
             wakes.pop();

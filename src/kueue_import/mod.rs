@@ -190,11 +190,16 @@ pub fn import(objects: &[Sourced], options: &ImportOptions) -> Result<Imported, 
         nodes.insert(at.name.clone(), node);
     }
     // Cohorts named by a ClusterQueue or Cohort without an object of their own pool their
-    // members' quota and hold none themselves.
-    let named: BTreeSet<String> = nodes.values().filter_map(|n| n.spec.parent.clone()).collect();
-    for cohort in named {
+    // members' quota and hold none themselves; they are located where they are first named.
+    let named: BTreeMap<String, String> = nodes
+        .values()
+        .filter_map(|n| n.spec.parent.clone().map(|p| (p, format!("{} ({})", n.at.origin, n.at.object))))
+        .rev()
+        .collect();
+    for (cohort, named_at) in named {
         nodes.entry(cohort).or_insert_with_key(|cohort| {
-            let at = At { origin: String::new(), object: format!("Cohort {cohort}"), name: cohort.clone() };
+            let at =
+                At { origin: format!("named at {named_at}"), object: format!("Cohort {cohort}"), name: cohort.clone() };
             Node { at, kind: "Cohort", spec: QueueSpec::default() }
         });
     }
@@ -215,7 +220,13 @@ fn queue_node(
 ) -> Result<(Node, quota::Quota), ImportError> {
     let quota = quota::read_groups(spec.get("resourceGroups"), at, &options.gpu_resources)?;
     notes.extend(quota.notes.iter().map(|n| at.note(n.clone())));
-    let parent = parent_keys.iter().find_map(|k| spec.get(*k).and_then(Value::as_str)).map(str::to_string);
+    let parent = match parent_keys.iter().find_map(|k| spec.get(*k).and_then(Value::as_str).map(|v| (*k, v))) {
+        Some((key, name)) if name.trim().is_empty() => {
+            // Kueue reads an empty name as none; naming a nameless queue is refused here.
+            return Err(at.error(&format!("spec.{key}"), "empty: name a cohort or leave the field out"));
+        }
+        found => found.map(|(_, name)| name.to_string()),
+    };
     let spec = QueueSpec {
         parent,
         nominal: quota.nominal.clone(),

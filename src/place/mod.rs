@@ -21,17 +21,17 @@ use crate::output::{Output, structured};
 pub struct PlaceArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
-    /// Pods in the gang.
-    #[arg(long, default_value_t = 8)]
+    /// Pods in the gang (1 to 1,000,000).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub pods: u32,
-    /// GPUs per pod.
-    #[arg(long, default_value_t = 8)]
+    /// GPUs per pod (0 to 1,024).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(0..=1024))]
     pub gpus: u64,
-    /// CPU cores per pod.
-    #[arg(long, default_value_t = 0)]
+    /// CPU cores per pod (0 to 1,000,000).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub cpus: u64,
-    /// Memory per pod, GiB.
-    #[arg(long, default_value_t = 0, value_name = "GIB")]
+    /// Memory per pod, GiB (0 to 1,000,000,000).
+    #[arg(long, default_value_t = 0, value_name = "GIB", value_parser = clap::value_parser!(u64).range(0..=1_000_000_000))]
     pub memory_gib: u64,
     /// How close the pods must be: `unconstrained`, `preferred:LEVEL` or `required:LEVEL`.
     #[arg(long, default_value = "unconstrained", value_name = "REQUEST")]
@@ -74,8 +74,8 @@ pub struct PlaceArgs {
     /// Explain the answer: its cost term by term, and why other levels and domains lost.
     #[arg(long)]
     pub explain: bool,
-    /// Time budget of the exact search for multi-set gangs, milliseconds.
-    #[arg(long, default_value_t = 2000, value_name = "MS")]
+    /// Time budget of the exact search for multi-set gangs, milliseconds (1 to 3,600,000).
+    #[arg(long, default_value_t = 2000, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub time_limit_ms: u64,
     /// Place TPU slices instead: the torus of one pod (`v4`, `v5p`, `v5e`, or `16x16x16` with
     /// options `:nowrap`, `:wrap=xy`, `:host=2x2x1`).
@@ -84,11 +84,11 @@ pub struct PlaceArgs {
     /// Shape of each TPU slice, e.g. `4x4x8`.
     #[arg(long, value_name = "AxBxC", requires = "torus")]
     pub shape: Option<String>,
-    /// Number of TPU slices (a multi-slice job), with --tpu or --torus.
-    #[arg(long, default_value_t = 1)]
+    /// Number of TPU slices (a multi-slice job), with --tpu or --torus (1 to 100,000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub slices: u32,
-    /// Number of TPU pods of that torus.
-    #[arg(long, default_value_t = 1, requires = "torus")]
+    /// Number of TPU pods of that torus (1 to 10,000).
+    #[arg(long, default_value_t = 1, requires = "torus", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub tpu_pods: u32,
     /// Place TPU slices of this chip shape (`2x2x4`) on the cluster's own tori (`tori` in the
     /// cluster YAML, or GKE node pools), through the gang model the engine schedules: --slices
@@ -161,7 +161,8 @@ fn parse_slice(topo: &trainyard_topology::Topology, text: &str) -> Result<SliceC
     if size == 0 {
         bail!("--slice `{text}`: the slice size must be at least 1");
     }
-    Ok(SliceConstraint { depth: topo.level_depth(level.trim())?, size })
+    let depth = topo.level_depth(level.trim()).map_err(|e| anyhow!("--slice `{text}`: {e}"))?;
+    Ok(SliceConstraint { depth, size })
 }
 
 fn describe_failure(f: &trainyard_topology::PlacementFailure) -> String {
@@ -209,7 +210,8 @@ fn parse_pod_set(topo: &trainyard_topology::Topology, text: &str, args: &PlaceAr
     if name.trim().is_empty() || pods == 0 {
         return Err(bad());
     }
-    let within = level.map(|l| topo.level_depth(l.trim())).transpose()?;
+    let within =
+        level.map(|l| topo.level_depth(l.trim())).transpose().map_err(|e| anyhow!("--pod-set `{text}`: {e}"))?;
     let pod = Resources { gpus, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
     Ok(PodSet { name: name.trim().to_string(), pods, pod, within, slice: None })
 }

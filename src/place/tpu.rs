@@ -32,7 +32,8 @@ pub(super) fn place_tpu_gang(args: &PlaceArgs, shape_text: &str) -> Result<Answe
     // A slice is whole hosts, so each pod takes a host's chips.
     let chips = shape.chips() / u64::from(per_slice.max(1));
     let pod = Resources { gpus: chips, cpu_milli: args.cpus * 1000, memory_mib: args.memory_gib * 1024 };
-    let pods = per_slice * args.slices;
+    let pods =
+        per_slice.checked_mul(args.slices).ok_or_else(|| anyhow!("--slices {}: too many pods in all", args.slices))?;
     let shape_gang = GangShape {
         sets: vec![PodSetShape { tpu: Some(shape.clone()), ..PodSetShape::new("node", pods, pod) }],
         topology: args.topology.clone(),

@@ -81,7 +81,7 @@ pub struct RenderArgs {
 
 fn parse<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T> {
     let text = read_text(path)?;
-    serde_saphyr::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    Ok(trainyard_topology::input_text::yaml(&text, &path.display().to_string())?)
 }
 
 /// Reads, places and prints.
@@ -220,9 +220,19 @@ pub fn run(args: &RenderArgs) -> Result<()> {
     }
     let placement = workload_objects::placement_of(job.metadata.name.as_deref().unwrap_or_default(), record.as_ref());
     let claim_gpus = match &args.claim_templates {
-        Some(path) => trainyard_bridges::render::claims::gpus_by_template(
-            &read_objects(path)?.into_iter().map(|(_, v)| v).collect::<Vec<_>>(),
-        ),
+        Some(path) => {
+            let objects: Vec<serde_json::Value> = read_objects(path)?.into_iter().map(|(_, v)| v).collect();
+            let templates = objects.iter().filter(|o| o["kind"] == "ResourceClaimTemplate").count();
+            if templates == 0 {
+                // Read as none, the claims would silently count no GPUs and change the workers' env.
+                bail!(
+                    "{}: --claim-templates holds no ResourceClaimTemplate ({} other objects)",
+                    path.display(),
+                    objects.len()
+                );
+            }
+            trainyard_bridges::render::claims::gpus_by_template(&objects)
+        }
         None => BTreeMap::new(),
     };
     let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
@@ -261,8 +271,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
 fn read_queues(path: &std::path::Path) -> Result<Vec<Queue>> {
     let mut queues = Vec::new();
     for (line, body) in crate::inputs::documents(path)? {
-        let queue: Queue = serde_saphyr::from_str(&body)
-            .map_err(|e| anyhow::anyhow!("{} (document from line {line}): {e}", path.display()))?;
+        let queue: Queue =
+            trainyard_topology::input_text::yaml(&body, &format!("{} (document from line {line})", path.display()))?;
         queues.push(queue);
     }
     if queues.is_empty() {

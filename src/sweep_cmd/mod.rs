@@ -147,12 +147,9 @@ impl Sweep {
         let dir = file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
         let out = out.unwrap_or_else(|| default_out_dir(file));
         let trace = spec.trace.as_ref().map(|t| dir.join(t));
-        let shared = format!(
-            "trace={} format={:?} actual={}",
-            digest_file(trace.as_deref())?,
-            spec.format,
-            spec.actual_estimates
-        );
+        let digest = digest_file(trace.as_deref())
+            .map_err(|e| anyhow::anyhow!("{name}: line {}: field `trace`: {e:#}", spec.trace_line))?;
+        let shared = format!("trace={} format={:?} actual={}", digest, spec.format, spec.actual_estimates);
         Ok(Sweep { file: file.to_path_buf(), name, spec, dir, out, trace, shared, html: None })
     }
 
@@ -249,6 +246,16 @@ impl Sweep {
         let kept = tasks.len() - to_run.len();
         let workers =
             args.jobs.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
+        if !args.quiet {
+            // Said before anything runs, so a grid larger than meant can be stopped at once.
+            eprintln!(
+                "{}: {} points: {} to run on {} workers, {kept} kept from an earlier run",
+                self.name,
+                tasks.len(),
+                to_run.len(),
+                workers.min(to_run.len()).max(1)
+            );
+        }
         let template = "sweeping [{bar:40}] {pos}/{len} points ({elapsed}, about {eta} left)";
         let bar = crate::simulate::progress_bar(args.quiet, to_run.len() as u64, template);
         let next = AtomicUsize::new(0);

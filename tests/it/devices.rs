@@ -134,7 +134,7 @@ fn devices_of_nodes_the_cluster_does_not_have_are_named_and_left_out() {
     run.assert_success();
     assert!(
         run.stderr.starts_with(
-            "warning: devices: gpu.nvidia.com/dra-r1-h01, nic.example.com/dra-r1-h01: node dra-r1-h01 is not in the cluster; its devices are not used\n"
+            "warning: examples/clusters/dra-h100.devices.yaml: devices: gpu.nvidia.com/dra-r1-h01, nic.example.com/dra-r1-h01: node dra-r1-h01 is not in the cluster; its devices are not used\n"
         ),
         "{}",
         run.stderr

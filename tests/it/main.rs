@@ -5,11 +5,13 @@
 //! files under a fresh temporary directory that is removed when the test ends.
 
 mod bad_input;
+mod bad_input_cases;
 mod compare;
 mod controller;
 mod crds;
 mod devices;
 mod failures;
+mod flags_fuzz;
 mod help;
 mod html_report;
 mod import;

@@ -13,6 +13,7 @@ mod cluster;
 pub mod devices;
 pub mod eligibility;
 mod error;
+pub mod input_text;
 pub mod intra_node;
 mod model;
 mod placement;

@@ -110,9 +110,22 @@ pub fn render_jobset(
         runtime: runtime_name.clone(),
         replicated_job: rjob.to_owned(),
     };
+    // The API server keys replicated jobs by name: two of one name never reach a controller.
+    for (i, rjob) in spec.replicated_jobs.iter().enumerate() {
+        if spec.replicated_jobs[..i].iter().any(|r| r.name == rjob.name) {
+            return Err(RenderError::DuplicateName {
+                job: id,
+                runtime: runtime_name,
+                field: format!("spec.template.spec.replicatedJobs[{i}].name"),
+                name: rjob.name.clone(),
+            });
+        }
+    }
     let position = |rjobs: &[ReplicatedJob], wanted: &str| rjobs.iter().position(|r| r.name == wanted);
     let launcher_as_node = ml.mpi.as_ref().is_some_and(|m| m.run_launcher_as_node == Some(true));
-    if num_nodes >= 2 && launcher_as_node {
+    // MPI scales the `node` job to numNodes (less the launcher when it runs as one): without it
+    // the gang would shrink to the launcher alone.
+    if ml.mpi.is_some() && num_nodes >= 2 {
         for wanted in [LAUNCHER, NODE] {
             if position(&spec.replicated_jobs, wanted).is_none() {
                 return Err(RenderError::MissingReplicatedJob {

@@ -192,7 +192,13 @@ impl SlurmGang {
 /// Parses a gang description (YAML, or JSON, which is YAML too) and checks it. `source_name`
 /// (usually the file name) starts every error; errors name the line and the field.
 pub fn parse_gang(text: &str, source_name: &str) -> Result<SlurmGang, SlurmSpecError> {
-    let file: GangFile = serde_saphyr::from_str(text)
+    // One anchor may be used any number of times, as in every configuration file trainyard
+    // reads; the caps on aliases and expansion stay.
+    let mut options = serde_saphyr::Options::default();
+    if let Some(budget) = options.budget.as_mut() {
+        budget.enforce_alias_anchor_ratio = false;
+    }
+    let file: GangFile = serde_saphyr::from_str_with_options(text, options)
         .map_err(|e| SlurmSpecError::Syntax { source_name: source_name.to_string(), message: e.to_string() })?;
     let (gang, lines) = file.into_gang();
     check::check_gang(&gang, source_name, &lines)?;

@@ -265,7 +265,7 @@ impl PolicyConfig {
     /// elsewhere (`outside`: a controller's Queue objects); the merged tree is checked with
     /// [`PolicyConfig::with_queues`].
     pub fn from_yaml_beside(text: &str, source_name: &str, outside: &[String]) -> Result<PolicyConfig> {
-        let file: PolicyFile = serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e))?;
+        let file: PolicyFile = trainyard_topology::input_text::yaml(text, source_name)?;
         let report = Reporter { source_name };
         let default_runtime_estimate_s = match &file.default_runtime_estimate {
             None => DEFAULT_RUNTIME_ESTIMATE_S,

@@ -42,7 +42,7 @@ struct FailuresFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SweepFile {
-    trace: Option<String>,
+    trace: Option<Spanned<String>>,
     format: Option<String>,
     estimates: Option<Spanned<String>>,
     #[serde(default)]
@@ -104,6 +104,8 @@ impl Point {
 pub struct SweepSpec {
     /// The trace file (relative to the sweep file); the built-in synthetic trace when absent.
     pub trace: Option<String>,
+    /// The line of the sweep file that names the trace (0 without one).
+    pub trace_line: u64,
     /// The trace's format, when given.
     pub format: Option<String>,
     /// Estimates from each job's actual runtime instead of the trace's.
@@ -152,7 +154,7 @@ impl SweepSpec {
     /// Parses and checks a sweep file; every error names `source_name`, and the line where
     /// it has one.
     pub fn parse(text: &str, source_name: &str) -> Result<SweepSpec, InputError> {
-        let file: SweepFile = serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e))?;
+        let file: SweepFile = trainyard_topology::input_text::yaml(text, source_name)?;
         let bad =
             |line: u64, field: &str, message: String| InputError::invalid(source_name, Some(line), field, message);
         let actual_estimates = match &file.estimates {
@@ -179,6 +181,19 @@ impl SweepSpec {
                         Err(bad(at, &format!("grid.{name}"), "an empty list: give at least one value".into()))
                     }
                     Some(v) => {
+                        // The same value twice would run the same point twice under two indices.
+                        let labels: Vec<String> = v.iter().map(axis_value).collect();
+                        if let Some((i, dup)) = labels.iter().enumerate().find(|(i, l)| labels[..*i].contains(l)) {
+                            return Err(bad(
+                                at,
+                                &format!("grid.{name}"),
+                                format!(
+                                    "`{dup}` is listed twice (values {} and {})",
+                                    labels.iter().position(|l| l == dup).unwrap_or(0) + 1,
+                                    i + 1
+                                ),
+                            ));
+                        }
                         axes.push(v);
                         Ok(())
                     }
@@ -258,8 +273,42 @@ impl SweepSpec {
             duration(&f.value.checkpoint_interval, "checkpoint_interval", &mut failures.checkpoint_interval_s)?;
             duration(&f.value.restart_cost, "restart_cost", &mut failures.restart_s)?;
         }
-        Ok(SweepSpec { trace: file.trace, format: file.format, actual_estimates, points, failures })
+        let (trace, trace_line) = match file.trace {
+            Some(t) => (Some(t.value), t.referenced.line()),
+            None => (None, 0),
+        };
+        let spec = SweepSpec { trace, trace_line, format: file.format, actual_estimates, points, failures };
+        for point in &spec.points {
+            if let Some(Err(why)) = spec.failure_model(point).map(|m| m.check()) {
+                // The words name the flags; a sweep names the fields of its file.
+                let why = why
+                    .replace("--mtbf", "mtbf")
+                    .replace("--checkpoint-interval", "failures.checkpoint_interval")
+                    .replace("--restart-cost", "failures.restart_cost")
+                    .replace("--repair", "failures.repair");
+                return Err(bad(point.line, "mtbf", format!("point {}: {why}", point.index)));
+            }
+        }
+        Ok(spec)
     }
+}
+
+/// The one value a grid axis's entry gives, as the file wrote it.
+fn axis_value(values: &AxesFile) -> String {
+    let AxesFile { cluster, policy, placement, load, estimate_error, seed, mtbf } = values;
+    [
+        cluster.clone(),
+        policy.clone(),
+        placement.clone(),
+        load.map(|v| v.to_string()),
+        estimate_error.map(|v| v.to_string()),
+        seed.map(|v| v.to_string()),
+        mtbf.clone(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>()
+    .join(",")
 }
 
 /// Values given in `top` replace those of `values`.

@@ -21,6 +21,7 @@ mod collect;
 mod dirlab;
 mod error;
 mod jsonl;
+mod line_ends;
 mod native;
 mod native_csv;
 mod philly;
@@ -173,6 +174,7 @@ pub fn read_trace(
             message: format!("gpus_per_host must be at least 1 to shape {format} jobs"),
         });
     }
+    let input = line_ends::LineEnds::new(input);
     match format {
         TraceFormat::Philly => {
             let mut coll = Collector::new(source, opts, "id");

@@ -172,7 +172,8 @@ mod tests {
         ] {
             let read = input.unwrap();
             assert_eq!(read.jobs.iter().map(|j| (j.id.as_str(), j.line)).collect::<Vec<_>>(), [("a", 4), ("b", 8)]);
-            assert_eq!(read.jobs[0].tenant, "multi\r\nline");
+            // Every line ending reads as LF, inside quotes too (`trace/line_ends.rs`).
+            assert_eq!(read.jobs[0].tenant, "multi\nline");
             assert_eq!(
                 read.skipped[0].to_string(),
                 "line 9: field `gpus_per_pod`: expected a whole number, found \"x\""

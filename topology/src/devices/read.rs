@@ -112,13 +112,13 @@ pub fn read_object(value: serde_json::Value, source_name: &str) -> Result<DraObj
 }
 
 fn documents(text: &str, source_name: &str) -> Result<Vec<serde_json::Value>, InputError> {
-    let text = text.trim_start_matches('\u{feff}');
+    let text = crate::input_text::normalize(text);
     if text.trim_start().starts_with(['{', '[']) {
-        return serde_json::from_str(text).map(|v| vec![v]).map_err(|e| InputError::syntax(source_name, e));
+        return serde_json::from_str(&text).map(|v| vec![v]).map_err(|e| InputError::syntax(source_name, e));
     }
     let documents: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple_with_options(text, crate::sources::cluster_dump_yaml())
-            .map_err(|e| InputError::syntax(source_name, e))?;
+        serde_saphyr::from_multiple_with_options(&text, crate::sources::cluster_dump_yaml())
+            .map_err(|e| crate::input_text::yaml_error(source_name, &e))?;
     Ok(documents.into_iter().filter(|d| !d.is_null()).collect())
 }
 

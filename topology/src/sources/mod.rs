@@ -14,9 +14,9 @@ use crate::{NodeEntry, Resources};
 /// YAML options for object dumps of a whole cluster (`kubectl get nodes -o yaml`, a
 /// ResourceSlice List): the default budget suits configuration files, while a dump of a few
 /// thousand nodes or slices has millions of YAML nodes and may have thousands of documents.
-/// Alias limits stay as they are.
+/// Alias limits stay those of [`crate::input_text::yaml_options`].
 pub(crate) fn cluster_dump_yaml() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
+    let mut options = crate::input_text::yaml_options();
     if let Some(budget) = options.budget.as_mut() {
         budget.max_events = budget.max_events.max(50_000_000);
         budget.max_nodes = budget.max_nodes.max(50_000_000);

@@ -163,7 +163,7 @@ pub struct ResolvedSpec {
 impl ClusterSpec {
     /// Parses YAML text; `source_name` (usually the file name) prefixes every error.
     pub fn from_yaml(text: &str, source_name: &str) -> Result<ClusterSpec> {
-        serde_saphyr::from_str(text).map_err(|e| InputError::syntax(source_name, e).into())
+        crate::input_text::yaml(text, source_name).map_err(Into::into)
     }
 
     /// The labels of every listed node that has some, by its path of names.

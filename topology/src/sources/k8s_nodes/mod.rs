@@ -436,12 +436,11 @@ fn is_label_key(key: &str) -> bool {
 
 /// JSON when the first non-blank character is `{` or `[`, YAML otherwise.
 fn decode<T: DeserializeOwned>(text: &str, source_name: &str) -> Result<T> {
-    let text = text.trim_start_matches('\u{feff}');
+    let text = crate::input_text::normalize(text);
     if text.trim_start().starts_with(['{', '[']) {
-        return serde_json::from_str(text).map_err(|e| InputError::syntax(source_name, e).into());
+        return serde_json::from_str(&text).map_err(|e| InputError::syntax(source_name, e).into());
     }
-    serde_saphyr::from_str_with_options(text, super::cluster_dump_yaml())
-        .map_err(|e| InputError::syntax(source_name, e).into())
+    Ok(crate::input_text::yaml_with(&text, source_name, super::cluster_dump_yaml())?)
 }
 
 #[cfg(test)]
