@@ -57,7 +57,7 @@ pub struct Report {
     pub accepted: u64,
     /// Inputs refused with a message.
     pub refused: u64,
-    /// Failures (the first 20 kept in full).
+    /// Failures (the first few kept in full).
     pub failures: Vec<Failure>,
     /// Failures in all.
     pub failed: u64,
@@ -66,6 +66,9 @@ pub struct Report {
     /// The slowest input.
     pub slowest: Duration,
 }
+
+/// Failures of one run kept in full (and saved), per target.
+const KEPT_FAILURES: usize = 8;
 
 /// Largest input tried, bytes.
 const MAX_INPUT: usize = 256 * 1024;
@@ -86,9 +89,10 @@ fn quiet_panics() {
     });
 }
 
-/// Whether a refusal names the file (`source`), a line or a field.
+/// Whether a refusal names the file (`source`), a line or a field (said as such, or as an API
+/// object's field path: `spec.` or `metadata.`).
 pub fn names_where(message: &str, source: &str) -> bool {
-    message.contains(source) || message.contains("line ") || message.contains("field") || message.contains("line:")
+    ["line ", "line:", "field", "spec.", "metadata."].iter().any(|w| message.contains(w)) || message.contains(source)
 }
 
 /// The input running now, for the watchdog.
@@ -153,10 +157,12 @@ pub fn run(target: &Target, seed: u64, budget: &Budget, keep: Option<&Path>) -> 
         };
         if let Some((kind, detail)) = failure {
             report.failed += 1;
-            if let Some(dir) = keep {
-                let _ = save(dir, target.name, &input);
-            }
-            if report.failures.len() < 20 {
+            // The first failures are kept, in full and as regression inputs: one bug may fail
+            // thousands of inputs, and a handful of them is its test.
+            if report.failures.len() < KEPT_FAILURES {
+                if let Some(dir) = keep {
+                    let _ = save(dir, target.name, &input);
+                }
                 report.failures.push(Failure { kind, detail, input });
             }
         }

@@ -4,11 +4,13 @@
 //! server would store in any shape the CRD allows must end in a problem that names its field.
 
 use k8s_openapi::api::core::v1::Node;
-use trainyard::api::{QUEUE_LABEL, TopologySpec, TrainJob};
+use trainyard::api::{QUEUE_LABEL, Queue, Topology, TopologySpec, TrainJob};
 use trainyard::controller::acting::workload_objects;
 use trainyard::controller::deciding::intent::IntentContext;
 use trainyard::controller::watching::facts::{Levels, NodeView, read_node};
-use trainyard::controller::watching::scheduler_inputs::{Runtimes, cluster_from_nodes, intent_of};
+use trainyard::controller::watching::scheduler_inputs::{
+    Runtimes, Side, cluster_from_nodes, intent_of, policy_with_queues,
+};
 use trainyard_bridges::trainer as bridge;
 use trainyard_policies::PolicyConfig;
 
@@ -53,6 +55,22 @@ pub(super) fn targets() -> Vec<Target> {
             seeds: || PAIRS.iter().map(|(_, runtime)| ("a runtime fixture", runtime.as_bytes().to_vec())).collect(),
             generate: None,
             run: runtime,
+        },
+        Target {
+            name: "queue-objects",
+            source: "fuzz-queues.yaml",
+            seeds: || vec![seed!("examples/kubernetes/queues.yaml"), seed!("examples/slurm/queues.yaml")],
+            generate: None,
+            run: queue_objects,
+        },
+        Target {
+            name: "topology-object",
+            source: "fuzz-topology.yaml",
+            seeds: || {
+                vec![seed!("examples/kubernetes/topology.yaml"), seed!("tests/fixtures/render/gke-tpu.cluster.yaml")]
+            },
+            generate: None,
+            run: topology_object,
         },
         Target {
             name: "node-objects",
@@ -201,4 +219,56 @@ fn referenced_runtime(job: &str) -> Option<(String, String)> {
     let value: serde_json::Value = trainyard_topology::input_text::yaml(job, "a TrainJob fixture").ok()?;
     let ns = value.pointer("/metadata/namespace").and_then(serde_json::Value::as_str).unwrap_or("default");
     Some((ns.to_string(), value.pointer("/spec/runtimeRef/name")?.as_str()?.to_string()))
+}
+
+/// Queue objects made the quota tree of each loop, over the built-in EASY policy, as the
+/// controller does with the Queues it watches.
+fn queue_objects(bytes: &[u8]) -> Verdict {
+    let text = match text(bytes, "fuzz-queues.yaml") {
+        Ok(t) => t,
+        Err(v) => return v,
+    };
+    let mut queues: Vec<Queue> = Vec::new();
+    for (line, body) in trainyard_topology::input_text::yaml_documents(&text) {
+        match trainyard_topology::input_text::yaml(&body, &format!("fuzz-queues.yaml (document from line {line})")) {
+            Ok(q) => queues.push(q),
+            Err(e) => return Verdict::Refused(e.to_string()),
+        }
+    }
+    let refs: Vec<&Queue> = queues.iter().collect();
+    for side in [Side::Kubernetes, Side::Slurm] {
+        if let Err(e) = policy_with_queues("", "easy-backfill", &refs, side) {
+            return Verdict::Refused(e);
+        }
+    }
+    Verdict::Accepted
+}
+
+/// A Topology object read and used on the node fixture, as the controller builds its tree.
+fn topology_object(bytes: &[u8]) -> Verdict {
+    let text = match text(bytes, "fuzz-topology.yaml") {
+        Ok(t) => t,
+        Err(v) => return v,
+    };
+    let topology: Topology = match trainyard_topology::input_text::yaml(&text, "fuzz-topology.yaml") {
+        Ok(t) => t,
+        Err(e) => return Verdict::Refused(e.to_string()),
+    };
+    let nodes = include_str!("../../../topology/tests/fixtures/k8s/gke-a3-mega.json");
+    let list: serde_json::Value = serde_json::from_str(nodes).expect("the node fixture");
+    let nodes: Vec<Node> =
+        list["items"].as_array().into_iter().flatten().filter_map(|v| serde_json::from_value(v.clone()).ok()).collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    let levels = Levels::of(&topology.spec, &refs);
+    for node in &nodes {
+        if let NodeView::Bad(problem) = read_node(node, &levels)
+            && problem.field.trim().is_empty()
+        {
+            return Verdict::Broken(format!("a node left out without a field: {}", problem.message));
+        }
+    }
+    match cluster_from_nodes(&refs, &topology.spec) {
+        Ok(_) => Verdict::Accepted,
+        Err(e) => Verdict::Refused(e),
+    }
 }

@@ -256,5 +256,10 @@ fn kueue(bytes: &[u8]) -> Verdict {
             _ => objects.push(Sourced { origin, value }),
         }
     }
+    // A file that says what kind an object is holds an object: read as none, it was lost.
+    let names_a_kind = text.lines().any(|l| l.trim_start().starts_with("kind:"));
+    if objects.is_empty() && names_a_kind {
+        return Verdict::Broken("a file naming a kind read as no object".into());
+    }
     verdict(import(&objects, &ImportOptions::default()))
 }

@@ -247,7 +247,8 @@ fn check_sides(file: &PolicyConfig, queues: &[&Queue]) -> Result<(), String> {
         {
             let on = |s: Side| if s == Side::Slurm { "Slurm" } else { "Kubernetes" };
             return Err(format!(
-                "Queue {name}: runs on {} but its parent {parent} runs on {}; a quota tree is wholly on one cluster",
+                "Queue {name}: spec.parent: it runs on {} (spec.slurm) but its parent {parent} runs on {}; a quota \
+                 tree is wholly on one cluster",
                 on(side),
                 on(parent_side)
             ));
@@ -256,7 +257,8 @@ fn check_sides(file: &PolicyConfig, queues: &[&Queue]) -> Result<(), String> {
             let limits = [Some(&q.spec.nominal), q.spec.borrowing_limit.as_ref(), q.spec.lending_limit.as_ref()];
             if limits.iter().flatten().any(|a| a.memory_gib.is_some()) {
                 return Err(format!(
-                    "Queue {name}: a Slurm queue has no memoryGiB quota; Slurm enforces memory per node (--mem)"
+                    "Queue {name}: spec.nominal.memoryGiB: a Slurm queue has no memory quota; Slurm enforces memory \
+                     per node (--mem)"
                 ));
             }
         }
@@ -283,18 +285,41 @@ pub fn policy_with_queues(
     sorted.sort_by_key(|q| q.metadata.name.clone());
     let objects: Vec<QueueConfig> = sorted
         .iter()
-        .map(|q| {
-            q.to_queue_config().map_err(|e| format!("Queue {}: {e}", q.metadata.name.as_deref().unwrap_or_default()))
-        })
+        .map(|q| q.to_queue_config().map_err(|e| format!("Queue {}: {e}", shown_name(q.metadata.name.as_deref()))))
         .collect::<Result<_, _>>()?;
     let from_objects: Vec<String> = objects.iter().map(|q| q.name.clone()).collect();
     policy.with_queues(objects).map_err(|e| {
         if from_objects.contains(&e.name) {
-            format!("Queue {}: {}: {}", e.name, e.field, e.message)
+            format!("Queue {}: {}: {}", shown_name(Some(&e.name)), object_field(&e.field), e.message)
         } else {
             format!("{base_name}: queue `{}`: {}: {}", e.name, e.field, e.message)
         }
     })
+}
+
+/// A Queue's name as messages show it.
+fn shown_name(name: Option<&str>) -> String {
+    match name {
+        Some(n) if !n.trim().is_empty() => n.to_string(),
+        _ => "(no name)".to_string(),
+    }
+}
+
+/// Where a policy queue's field (`lending_limit.gpus`) lives in a Queue object
+/// (`spec.lendingLimit.gpus`), so that a message about a Queue names its own field.
+fn object_field(policy_field: &str) -> String {
+    let (head, rest) = policy_field.split_once('.').map_or((policy_field, ""), |(h, r)| (h, r));
+    let head = match head {
+        "name" => return "metadata.name".to_string(),
+        "borrowing_limit" => "borrowingLimit",
+        "lending_limit" => "lendingLimit",
+        "nominal_domains" => "nominalDomains",
+        "fair_sharing" => "fairSharing",
+        "memory_gib" => "memoryGiB",
+        other => other,
+    };
+    let rest = rest.replace("memory_gib", "memoryGiB");
+    if rest.is_empty() { format!("spec.{head}") } else { format!("spec.{head}.{rest}") }
 }
 
 #[cfg(test)]
@@ -372,10 +397,10 @@ mod tests {
         let mut lender = queue("a", None, 8);
         lender.spec.lending_limit = Some(crate::api::queue::Amounts { gpus: Some(16), ..Default::default() });
         let err = policy_with_queues("", "policy.yaml", &[&lender], Side::Kubernetes).unwrap_err();
-        assert!(err.starts_with("Queue a: lending_limit.gpus: queue `a` lends more than its nominal"), "{err}");
+        assert!(err.starts_with("Queue a: spec.lendingLimit.gpus: queue `a` lends more than its nominal"), "{err}");
         let orphan = queue("b", Some("nowhere"), 8);
         let err = policy_with_queues("", "policy.yaml", &[&orphan], Side::Kubernetes).unwrap_err();
-        assert_eq!(err, "Queue b: parent: queue `b` names parent `nowhere`, which is not declared");
+        assert_eq!(err, "Queue b: spec.parent: queue `b` names parent `nowhere`, which is not declared");
         let mut heavy = queue("c", None, 8);
         heavy.spec.nominal.cpus = Some(u64::MAX);
         let err = policy_with_queues("", "policy.yaml", &[&heavy], Side::Kubernetes).unwrap_err();
@@ -412,12 +437,17 @@ mod tests {
     fn a_tree_across_clusters_or_a_slurm_memory_quota_is_refused() {
         let (root, leaf) = (queue("org", None, 16), slurm(queue("hpc", Some("org"), 8)));
         let err = policy_with_queues("", "policy.yaml", &[&root, &leaf], Side::Slurm).unwrap_err();
-        assert!(err.starts_with("Queue hpc: runs on Slurm but its parent org runs on Kubernetes"), "{err}");
+        assert!(
+            err.starts_with(
+                "Queue hpc: spec.parent: it runs on Slurm (spec.slurm) but its parent org runs on Kubernetes"
+            ),
+            "{err}"
+        );
         let err = policy_with_queues("queues: [{name: org}]", "p", &[&leaf], Side::Kubernetes).unwrap_err();
         assert!(err.contains("parent org runs on Kubernetes"), "{err}");
         let mut memory = slurm(queue("hpc", None, 8));
         memory.spec.nominal.memory_gib = Some(64);
         let err = policy_with_queues("", "p", &[&memory], Side::Slurm).unwrap_err();
-        assert!(err.contains("Queue hpc: a Slurm queue has no memoryGiB quota"), "{err}");
+        assert!(err.contains("Queue hpc: spec.nominal.memoryGiB: a Slurm queue has no memory quota"), "{err}");
     }
 }
