@@ -93,17 +93,5 @@ pub fn documents(path: &Path) -> Result<Vec<(usize, String)>> {
 /// The objects of a YAML file, each with the line its document starts at: its documents, with
 /// a `List` standing for its items.
 pub fn read_objects(path: &Path) -> Result<Vec<(usize, serde_json::Value)>> {
-    use serde_json::Value;
-    let mut objects = Vec::new();
-    for (line, body) in documents(path)? {
-        let value: Value =
-            trainyard_topology::input_text::yaml(&body, &format!("{} (document from line {line})", path.display()))?;
-        match value.get("items").and_then(Value::as_array) {
-            Some(items) if value.get("kind").and_then(Value::as_str) == Some("List") => {
-                objects.extend(items.iter().map(|item| (line, item.clone())))
-            }
-            _ => objects.push((line, value)),
-        }
-    }
-    Ok(objects)
+    Ok(trainyard_topology::input_text::yaml_objects(&read_text(path)?, &path.display().to_string())?)
 }

@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use trainyard_topology::rng::fnv1a;
+
 use crate::mutate::Mutator;
 use crate::targets::{Target, Verdict};
 
@@ -237,11 +239,6 @@ pub fn replay(target: &Target, input: &[u8], per_input: Duration) -> Option<Fail
         Ok(_) => return None,
     };
     Some(Failure { kind, detail, input: input.to_vec() })
-}
-
-/// FNV-1a, 64 bits: a stable digest of an input, to name its file.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 /// The process's peak resident memory so far, MiB (Linux; `None` elsewhere).

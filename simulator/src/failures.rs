@@ -29,32 +29,64 @@ pub struct FailureModel {
     pub seed: u64,
 }
 
+/// What the four settings a [`FailureModel::check`] may blame are called where they were given.
+#[derive(Clone, Copy, Debug)]
+pub struct SettingNames {
+    /// The mean time between failures.
+    pub mtbf: &'static str,
+    /// The checkpoint interval.
+    pub checkpoint_interval: &'static str,
+    /// The restart cost.
+    pub restart: &'static str,
+    /// The mean time to repair.
+    pub repair: &'static str,
+}
+
+impl SettingNames {
+    /// As `trainyard simulate` takes them.
+    pub const FLAGS: SettingNames = SettingNames {
+        mtbf: "--mtbf",
+        checkpoint_interval: "--checkpoint-interval",
+        restart: "--restart-cost",
+        repair: "--repair",
+    };
+    /// As a sweep file gives them.
+    pub const SWEEP_FIELDS: SettingNames = SettingNames {
+        mtbf: "mtbf",
+        checkpoint_interval: "failures.checkpoint_interval",
+        restart: "failures.restart_cost",
+        repair: "failures.repair",
+    };
+}
+
 impl FailureModel {
-    /// Why this model cannot be replayed, if it cannot: a host that fails, on average, before
-    /// a gang on it has restored its checkpoint and saved the next one lets no work progress,
-    /// and the replay would follow failures without end. The words name the flags (and the
-    /// sweep fields) `--mtbf`, `--checkpoint-interval` and `--restart-cost`.
-    pub fn check(&self) -> Result<(), String> {
+    /// Why this model cannot be replayed, if it cannot, in the words of `names`: a host that
+    /// fails, on average, before a gang on it has restored its checkpoint and saved the next one
+    /// lets no work progress, and one down as long as up has the replay follow failures rather
+    /// than work; either would run without end.
+    pub fn check(&self, names: &SettingNames) -> Result<(), String> {
+        let d = crate::report::human_duration_long;
+        let SettingNames { mtbf, checkpoint_interval, restart, repair } = *names;
         if self.mtbf_s == 0 {
-            return Err("--mtbf must be longer than 0s".to_string());
+            return Err(format!("{mtbf} must be longer than 0s"));
         }
         let cycle_s = self.checkpoint_interval_s.saturating_add(self.restart_s);
         if self.mtbf_s <= cycle_s {
             return Err(format!(
-                "--mtbf {} is not longer than --checkpoint-interval {} plus --restart-cost {}: a host \
-                 would fail, on average, before a gang on it saved any work, and no gang would \
-                 finish; a real host's MTBF is thousands of hours",
-                crate::report::human_duration_long(self.mtbf_s),
-                crate::report::human_duration_long(self.checkpoint_interval_s),
-                crate::report::human_duration_long(self.restart_s),
+                "{mtbf} {} is not longer than {checkpoint_interval} {} plus {restart} {}: a host would \
+                 fail, on average, before a gang on it saved any work, and no gang would finish; a real \
+                 host's MTBF is thousands of hours",
+                d(self.mtbf_s),
+                d(self.checkpoint_interval_s),
+                d(self.restart_s),
             ));
         }
         if self.repair_s >= self.mtbf_s {
             return Err(format!(
-                "--repair {} is not shorter than --mtbf {}: a host would be down at least as long as \
-                 up, and the replay would follow failures rather than work",
-                crate::report::human_duration_long(self.repair_s),
-                crate::report::human_duration_long(self.mtbf_s),
+                "{repair} {} is not shorter than {mtbf} {}: a host would be down at least as long as up, \
+                 and the replay would follow failures rather than work",
+                d(self.repair_s),
+                d(self.mtbf_s),
             ));
         }
         Ok(())

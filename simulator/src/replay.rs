@@ -211,7 +211,7 @@ pub(crate) fn replay_watched<'a>(
     let first_submit = order.first().map_or(0, |&i| jobs[i].submit);
     let horizon = order.last().map_or(0, |&i| jobs[i].submit).saturating_add(options.horizon_s);
     if let Some(model) = &options.failures {
-        model.check().map_err(SimError::Failures)?;
+        model.check(&crate::failures::SettingNames::FLAGS).map_err(SimError::Failures)?;
     }
     let mut failures = options.failures.map(|m| Failures::new(m, engine.cluster(), first_submit));
     // Crashed gangs still holding their hosts (waiting for a repair, a spare or the grace).

@@ -14,10 +14,8 @@ fn repo_file(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
 }
 
-/// FNV-1a, 64 bits: a digest of the outcomes that needs no extra crate.
-fn fnv64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
-}
+/// FNV-1a, 64 bits: a digest of the outcomes.
+use trainyard_topology::rng::fnv1a as fnv64;
 
 fn pinned(cluster: &str, trace: &str, format: TraceFormat, policy: &str, estimates: EstimateSource) -> String {
     let path = repo_file(&format!("examples/clusters/{cluster}.yaml"));

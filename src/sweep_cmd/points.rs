@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use trainyard_topology::rng::fnv1a;
 
 use anyhow::{Context, Result, anyhow};
 use trainyard_simulator::report::{Report, ReportContext};
@@ -146,10 +147,4 @@ pub(super) fn digest_file(path: Option<&Path>) -> Result<String> {
     let Some(path) = path else { return Ok("builtin".into()) };
     let bytes = fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(format!("{:016x}", fnv1a(&bytes)))
-}
-
-/// FNV-1a, 64 bits: a stable digest (the standard hasher may change between Rust releases, and
-/// keys must stay the same for results kept on disk).
-pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }

@@ -15,9 +15,10 @@ use trainyard_bridges::slurm::{
 use trainyard_slurm::JobInfo;
 use trainyard_slurm::bridge::Via as Client;
 
-use super::points::{Task, fnv1a};
+use super::points::Task;
 use super::{Sweep, SweepArgs};
 use crate::slurm_cmd::{Connection, Via};
+use trainyard_topology::rng::fnv1a;
 
 /// Flags of `trainyard sweep --slurm`.
 #[derive(Debug, Args)]

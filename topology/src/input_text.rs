@@ -166,6 +166,24 @@ pub fn yaml_documents(text: &str) -> Vec<(usize, String)> {
     docs
 }
 
+/// The objects of a multi-document YAML text, each with the line its document starts at (see
+/// [`yaml_documents`]); a `List` stands for its items. Errors name `source_name` and the line
+/// of the document.
+pub fn yaml_objects(text: &str, source_name: &str) -> Result<Vec<(usize, serde_json::Value)>, InputError> {
+    use serde_json::Value;
+    let mut objects = Vec::new();
+    for (line, body) in yaml_documents(&normalize(text)) {
+        let value: Value = yaml(&body, &format!("{source_name} (document from line {line})"))?;
+        match value.get("items").and_then(Value::as_array) {
+            Some(items) if value.get("kind").and_then(Value::as_str) == Some("List") => {
+                objects.extend(items.iter().map(|item| (line, item.clone())))
+            }
+            _ => objects.push((line, value)),
+        }
+    }
+    Ok(objects)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,5 +1,12 @@
 //! SplitMix64 (Sebastiano Vigna): the one small deterministic generator behind synthetic
-//! traces, random cluster fills, benchmarks and generated tests. Same seed, same numbers.
+//! traces, random cluster fills, benchmarks and generated tests. Same seed, same numbers. And
+//! FNV-1a, the one stable digest (the standard hasher may change between Rust releases; keys,
+//! file names and pinned digests must not).
+
+/// FNV-1a, 64 bits, of `bytes`.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
 
 /// A SplitMix64 stream.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -242,20 +242,13 @@ fn kueue(bytes: &[u8]) -> Verdict {
         Ok(t) => t,
         Err(v) => return v,
     };
-    let mut objects = Vec::new();
-    for (line, body) in trainyard_topology::input_text::yaml_documents(&text) {
-        let origin = format!("fuzz-kueue.yaml:{line}");
-        let value: serde_json::Value = match trainyard_topology::input_text::yaml(&body, &origin) {
-            Ok(v) => v,
-            Err(e) => return Verdict::Refused(e.to_string()),
-        };
-        match value.get("items").and_then(serde_json::Value::as_array) {
-            Some(items) if value["kind"] == "List" => {
-                objects.extend(items.iter().map(|v| Sourced { origin: origin.clone(), value: v.clone() }))
-            }
-            _ => objects.push(Sourced { origin, value }),
+    // As `import kueue` reads a file (`inputs::read_objects`).
+    let objects: Vec<Sourced> = match trainyard_topology::input_text::yaml_objects(&text, "fuzz-kueue.yaml") {
+        Ok(read) => {
+            read.into_iter().map(|(line, value)| Sourced { origin: format!("fuzz-kueue.yaml:{line}"), value }).collect()
         }
-    }
+        Err(e) => return Verdict::Refused(e.to_string()),
+    };
     // A file that says what kind an object is holds an object: read as none, it was lost.
     let names_a_kind = text.lines().any(|l| l.trim_start().starts_with("kind:"));
     if objects.is_empty() && names_a_kind {

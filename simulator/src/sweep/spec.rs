@@ -279,13 +279,8 @@ impl SweepSpec {
         };
         let spec = SweepSpec { trace, trace_line, format: file.format, actual_estimates, points, failures };
         for point in &spec.points {
-            if let Some(Err(why)) = spec.failure_model(point).map(|m| m.check()) {
-                // The words name the flags; a sweep names the fields of its file.
-                let why = why
-                    .replace("--mtbf", "mtbf")
-                    .replace("--checkpoint-interval", "failures.checkpoint_interval")
-                    .replace("--restart-cost", "failures.restart_cost")
-                    .replace("--repair", "failures.repair");
+            let names = crate::failures::SettingNames::SWEEP_FIELDS;
+            if let Some(Err(why)) = spec.failure_model(point).map(|m| m.check(&names)) {
                 return Err(bad(point.line, "mtbf", format!("point {}: {why}", point.index)));
             }
         }

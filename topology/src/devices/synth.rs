@@ -169,11 +169,8 @@ fn nic_slice(out: &mut String, node: &SynthNode) {
 
 /// A GPU UUID that is the same for the same node and index.
 fn uuid(node: &str, i: u32) -> String {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in node.bytes().chain(i.to_le_bytes()) {
-        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
-    let h = format!("{hash:016x}");
+    let bytes: Vec<u8> = node.bytes().chain(i.to_le_bytes()).collect();
+    let h = format!("{:016x}", crate::rng::fnv1a(&bytes));
     format!("GPU-{}-{}-{}-{}-{}{}", &h[..8], &h[8..12], &h[12..16], &h[..4], &h[4..16], &h[..4])
 }
 
