@@ -21,6 +21,11 @@ if ! command -v cargo >/dev/null 2>&1; then
   exit 1
 fi
 
+# A fresh clone builds every crate once: incremental caches would only add gigabytes of disk.
+if [ "${CI:-}" = "true" ]; then
+  export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+fi
+
 step "formatting (cargo fmt --check)"
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all -- --check
@@ -143,6 +148,7 @@ cat "$slurm_log" >> "$log"
 grep -E '^test html_report::.*(renders_in_chromium) \.\.\. ok$' "$html_log" \
   | awk '{ n++ } END { printf "test result: ok. %d passed; 0 failed; (Chromium)\n", n }' >> "$log"
 
+du -sh target 2>/dev/null | awk '{ print "disk used by target/: " $1 }'
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($i ~ /^passed;?$/) p += $(i-1); if ($i ~ /^failed;?$/) f += $(i-1) } }
      END { printf "\ntests: %d passed, %d failed\n", p, f }' "$log"
 exit "$status"
