@@ -211,12 +211,18 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let client = kube::Client::try_default().await.context("connecting to the Kubernetes API")?;
+        let metrics = Arc::new(trainyard::controller::serving::metrics::Metrics::default());
+        let config = kube::Config::infer().await.context("connecting to the Kubernetes API")?;
+        let counted = trainyard::controller::serving::api_requests::CountLayer(metrics.api_requests.clone());
+        let client = kube::client::ClientBuilder::try_from(config)
+            .context("connecting to the Kubernetes API")?
+            .with_layer(&counted)
+            .build();
         let settings = match args.slurm {
             true => Settings { slurm: Some(slurm_link(args).await?), ..settings },
             false => settings,
         };
-        run(client, settings).await
+        run(client, settings, metrics).await
     })
 }
 

@@ -57,6 +57,28 @@ struct Args {
     /// Times the API-server restart is measured.
     #[arg(long, default_value_t = 5)]
     restarts: u32,
+    /// Size of the scale scenarios: a tenth (1,000 nodes, 200 TrainJobs) or full (10,000 nodes,
+    /// 2,000 TrainJobs).
+    #[arg(long, value_enum, default_value = "tenth")]
+    scale: ScaleSize,
+    /// Hold the scale scenario to its targets (admissions keep pace with creation, creation to
+    /// JobSet p99 within 2 s, retries within 5% of reconciles, peak memory within 300 MiB); without
+    /// it they are reported only.
+    #[arg(long)]
+    scale_targets: bool,
+    /// Another trainyard binary to run the scale scenario with first, on the same control
+    /// plane, for figures before and after a change.
+    #[arg(long)]
+    scale_baseline: Option<PathBuf>,
+}
+
+/// How big the scale scenarios are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScaleSize {
+    /// 1,000 nodes and 200 TrainJobs.
+    Tenth,
+    /// 10,000 nodes and 2,000 TrainJobs.
+    Full,
 }
 
 fn main() -> ExitCode {
@@ -203,8 +225,19 @@ async fn run(args: Args) -> Result<bool> {
 pub struct Options {
     /// Times the API-server restart is measured.
     pub restarts: u32,
+    /// Size of the scale scenarios.
+    pub scale: ScaleSize,
+    /// Whether the scale scenario checks its targets.
+    pub scale_targets: bool,
+    /// The binary the scale scenario runs first, as a baseline.
+    pub scale_baseline: Option<PathBuf>,
 }
 
 fn args_view(args: &Args) -> Options {
-    Options { restarts: args.restarts }
+    Options {
+        restarts: args.restarts,
+        scale: args.scale,
+        scale_targets: args.scale_targets,
+        scale_baseline: args.scale_baseline.clone(),
+    }
 }

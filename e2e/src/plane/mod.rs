@@ -140,6 +140,9 @@ impl Plane {
                 format!("--secure-port={}", ports.scheduler),
                 format!("--feature-gates={FEATURE_GATES}"),
                 "--leader-elect=false".into(),
+                // As for the controller-manager: room for thousands of bindings a minute.
+                "--kube-api-qps=500".into(),
+                "--kube-api-burst=1000".into(),
                 "--v=2".into(),
             ],
             vec![],
@@ -355,6 +358,12 @@ fn kcm_args(kubeconfig: &Path, ports: &Ports, pki_dir: &Path) -> Vec<String> {
         format!("--secure-port={}", ports.kcm),
         // No kubelet heartbeats: the node-lifecycle controller would mark every node Unknown.
         "--controllers=*,-node-lifecycle-controller".into(),
+        // The defaults (20 requests a second, 5 Jobs synced at once) suit a kubelet-sized
+        // cluster, not thousands of gang pods in a minute: the scale scenario would measure
+        // the Job controller's own rate limit.
+        "--kube-api-qps=500".into(),
+        "--kube-api-burst=1000".into(),
+        "--concurrent-job-syncs=20".into(),
         "--use-service-account-credentials=true".into(),
         format!("--service-account-private-key-file={}", pki_dir.join("sa.key").display()),
         format!("--root-ca-file={}", pki_dir.join("ca.crt").display()),

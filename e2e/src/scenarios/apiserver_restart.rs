@@ -74,7 +74,7 @@ pub async fn run(suite: &mut Suite, options: &Options) -> Result<Checks> {
                 format!("restart {rep}: {name}, admitted before the kill, keeps its admission"),
             )?;
         }
-        for _ in 0..audit(&w, &settled, u64::from(QUOTA)).await? {
+        for _ in 0..audit(&w, &settled, u64::from(QUOTA), Duration::from_secs(120)).await? {
             c.done();
         }
 

@@ -35,40 +35,50 @@ pub async fn settle(w: &World<'_>, expected: usize, timeout: Duration) -> Result
     let started = Instant::now();
     wait_for(&format!("{expected} TrainJobs each admitted or waiting with a reason"), timeout, || async {
         let jobs = w.kube().list("trainer.kubeflow.org/v1alpha1", "TrainJob", Some(&w.ns), None).await?;
-        let mut admitted = BTreeMap::new();
-        let mut waiting = BTreeMap::new();
-        let mut unsettled = Vec::new();
-        for tj in &jobs {
-            if tj.pointer("/metadata/deletionTimestamp").is_some() {
-                continue;
-            }
-            let name = name_of(tj);
-            if is_true(tj, "Admitted") && record_slots(tj).is_some() {
-                admitted.insert(name, gpus_of(tj));
-            } else if let Some((_, reason, _)) =
-                condition(tj, "Queued").filter(|(_, r, _)| !r.is_empty() && r != "Admitted")
-            {
-                waiting.insert(name, reason);
-            } else {
-                unsettled.push(name);
-            }
-        }
-        if admitted.len() + waiting.len() == expected && unsettled.is_empty() {
-            return Ok(Some(Settled { admitted, waiting, took: started.elapsed() }));
-        }
-        Err(anyhow!(
-            "{} admitted, {} waiting, unsettled {:?} of {} seen",
-            admitted.len(),
-            waiting.len(),
-            unsettled,
-            jobs.len()
-        ))
+        settled_from(&jobs, expected, started).map(Some)
     })
     .await
 }
 
-/// Checks the invariants; returns how many checks held.
-pub async fn audit(w: &World<'_>, settled: &Settled, quota_gpus: u64) -> Result<usize> {
+/// The TrainJobs as settled when each of `expected` is admitted or waits with a Queued reason;
+/// otherwise an error saying how far they are.
+pub fn settled_from(jobs: &[Value], expected: usize, started: Instant) -> Result<Settled> {
+    let mut admitted = BTreeMap::new();
+    let mut waiting = BTreeMap::new();
+    let mut unsettled = Vec::new();
+    for tj in jobs {
+        if tj.pointer("/metadata/deletionTimestamp").is_some() {
+            continue;
+        }
+        let name = name_of(tj);
+        if is_true(tj, "Admitted") && record_slots(tj).is_some() {
+            admitted.insert(name, gpus_of(tj));
+        } else if let Some((_, reason, _)) =
+            condition(tj, "Queued").filter(|(_, r, _)| !r.is_empty() && r != "Admitted")
+        {
+            waiting.insert(name, reason);
+        } else {
+            unsettled.push(name);
+        }
+    }
+    if admitted.len() + waiting.len() == expected && unsettled.is_empty() {
+        return Ok(Settled { admitted, waiting, took: started.elapsed() });
+    }
+    unsettled.truncate(10);
+    Err(anyhow!(
+        "{} admitted, {} waiting, unsettled {:?} of {} seen",
+        admitted.len(),
+        waiting.len(),
+        unsettled,
+        jobs.len()
+    ))
+}
+
+/// Checks the invariants; returns how many checks held. Every admitted gang's pods must be bound
+/// where recorded within `bound_within` (one deadline for all: kube-scheduler binds thousands of
+/// pods at its own pace).
+pub async fn audit(w: &World<'_>, settled: &Settled, quota_gpus: u64, bound_within: Duration) -> Result<usize> {
+    let deadline = Instant::now() + bound_within;
     let mut held = 0;
     let used: u64 = settled.admitted.values().sum();
     if used > quota_gpus {
@@ -99,7 +109,8 @@ pub async fn audit(w: &World<'_>, settled: &Settled, quota_gpus: u64) -> Result<
         let pods = usize::try_from(
             w.trainjob_now(name).await?.pointer("/spec/trainer/numNodes").and_then(Value::as_u64).unwrap_or(1),
         )?;
-        w.wait_bound_as_recorded(name, pods, Duration::from_secs(60)).await?;
+        let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(5));
+        w.wait_bound_as_recorded(name, pods, left).await?;
         held += 1;
     }
     Ok(held)

@@ -60,7 +60,7 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
     submitter.await??;
     let settled = settle(&w, 40, Duration::from_secs(90)).await?;
     c.done();
-    let held = audit(&w, &settled, u64::from(quota)).await?;
+    let held = audit(&w, &settled, u64::from(quota), Duration::from_secs(120)).await?;
     for _ in 0..held {
         c.done();
     }

@@ -15,6 +15,8 @@ mod lws;
 mod mpi;
 mod node_loss;
 mod quota;
+mod scale;
+mod scale_figures;
 mod slices;
 mod unusable_nodes;
 mod watches_expired;
@@ -133,6 +135,16 @@ pub const ALL: &[Scenario] = &[
         name: "kill-storm",
         about: "the controller killed 24 times during a burst: nothing lost or doubled",
         run: runner!(kill_storm::run),
+    },
+    Scenario {
+        name: "scale",
+        about: "a burst of TrainJobs on 1,000 nodes (--scale full: 2,000 on 10,000) admitted as fast as they come; latencies, requests, CPU, memory",
+        run: runner!(scale::run),
+    },
+    Scenario {
+        name: "scale-kill",
+        about: "the same burst with a SIGKILL of the controller in its middle: nothing lost, nothing doubled",
+        run: runner!(scale::with_kill),
     },
     Scenario {
         name: "apiserver-restart",

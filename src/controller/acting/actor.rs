@@ -1,12 +1,18 @@
 //! Carries out a plan against the API server: one request per step, in order, nothing decided here.
 
+use futures::StreamExt;
+use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, Secret};
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
+use std::sync::{Arc, Mutex};
+
 use trainyard_slurm::SlurmError;
+
+use crate::controller::acting::recent_applies::RecentApplies;
 use trainyard_slurm::bridge::Bridge;
 
 use crate::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, FIELD_MANAGER, FINALIZER, TrainJob};
@@ -22,6 +28,14 @@ pub struct Actor {
     recorder: Recorder,
     slurm: Option<Bridge>,
     status: Option<StatusWriter>,
+    applied: Arc<Mutex<RecentApplies>>,
+}
+
+/// What a run of steps did that its caller times.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ran {
+    /// When the admission record landed, if the run wrote one.
+    pub committed: Option<std::time::Instant>,
 }
 
 /// Why a step failed.
@@ -102,7 +116,13 @@ impl Actor {
     /// An actor reporting events as `trainyard` from `instance` (the pod name).
     pub fn new(client: Client, instance: Option<String>) -> Actor {
         let reporter = Reporter { controller: FIELD_MANAGER.to_string(), instance };
-        Actor { recorder: Recorder::new(client.clone(), reporter), client, slurm: None, status: None }
+        Actor {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            slurm: None,
+            status: None,
+            applied: Arc::default(),
+        }
     }
 
     /// The client it acts with.
@@ -123,12 +143,123 @@ impl Actor {
     }
 
     /// Carries out `actions` on `job` in order; the first failure stops the rest (they are planned
-    /// again from what the server shows on the next reconcile).
-    pub async fn run(&self, job: &TrainJob, actions: &[Action]) -> Result<(), ActError> {
+    /// again from what the server shows on the next reconcile). Where order does not matter the
+    /// requests go together: the objects a workload's pods need (gang objects, hostfile) are
+    /// applied at once and before the workload, a gang's pods are bound at once, events go out
+    /// beside the steps, and a finalizer added with the admission record is one patch.
+    pub async fn run(&self, job: &TrainJob, actions: &[Action]) -> Result<Ran, ActError> {
         let mut seen = job.metadata.resource_version.clone();
-        for action in actions {
-            self.execute_at(job, action, &mut seen).await?;
+        let mut ran = Ran::default();
+        let mut rest = actions;
+        while let Some(first) = rest.first() {
+            match (first, rest.get(1)) {
+                (Action::AddFinalizer { arrival }, Some(Action::RecordAdmission(record))) => {
+                    self.commit_with_finalizer(job, *arrival, record, &mut seen).await?;
+                    ran.committed = Some(std::time::Instant::now());
+                    rest = &rest[2..];
+                }
+                (Action::Event { .. }, _) => {
+                    let (actor, job, event) = (self.clone(), job.clone(), first.clone());
+                    tokio::spawn(async move { actor.execute(&job, &event).await });
+                    rest = &rest[1..];
+                }
+                (Action::Apply(_), _) => {
+                    let n = rest.iter().take_while(|a| matches!(a, Action::Apply(_))).count();
+                    self.apply_together(&rest[..n]).await?;
+                    rest = &rest[n..];
+                }
+                (Action::Ungate(_), _) => {
+                    let n = rest.iter().take_while(|a| matches!(a, Action::Ungate(_))).count();
+                    let ns = job.namespace().unwrap_or_default();
+                    let mut ungates: Vec<BoxFuture<'_, Result<(), kube::Error>>> = Vec::with_capacity(n);
+                    let mut bound = Vec::with_capacity(n);
+                    for action in &rest[..n] {
+                        if let Action::Ungate(u) = action {
+                            // Bound moments ago to the same node: the cache has not seen it yet.
+                            let binding =
+                                json!({"kind": "Pod", "metadata": {"namespace": ns, "name": u.pod}, "node": u.node});
+                            if !self.applied.lock().expect("lock").recent(&binding) {
+                                ungates.push(Box::pin(self.ungate(&ns, u)));
+                                bound.push(binding);
+                            }
+                        }
+                    }
+                    together(ungates).await?;
+                    let mut applied = self.applied.lock().expect("lock");
+                    for binding in &bound {
+                        applied.note(binding);
+                    }
+                    rest = &rest[n..];
+                }
+                _ => {
+                    self.execute_at(job, first, &mut seen).await?;
+                    if matches!(first, Action::RecordAdmission(_)) {
+                        ran.committed = Some(std::time::Instant::now());
+                    }
+                    rest = &rest[1..];
+                }
+            }
         }
+        Ok(ran)
+    }
+
+    /// Applies a run of objects in the order they need one another, each rank's objects at
+    /// once: kube-scheduler's Workload and the MPI hostfile, then the PodGroup (the API server
+    /// refuses one whose Workload does not exist yet), then the workloads (JobSet,
+    /// LeaderWorkerSet), whose pods must find their group. An object applied moments ago with the
+    /// same body is not applied again while the caches catch up with it.
+    async fn apply_together(&self, applies: &[Action]) -> Result<(), ActError> {
+        let objects: Vec<&Value> = applies
+            .iter()
+            .filter_map(|a| match a {
+                Action::Apply(o) => Some(o),
+                _ => None,
+            })
+            .filter(|o| !self.applied.lock().expect("lock").recent(o))
+            .collect();
+        let rank = |o: &Value| match o["kind"].as_str() {
+            Some("JobSet" | "LeaderWorkerSet") => 2,
+            Some("PodGroup") => 1,
+            _ => 0,
+        };
+        let mut ranks: [Vec<&Value>; 3] = Default::default();
+        for object in objects {
+            ranks[rank(object)].push(object);
+        }
+        for group in ranks {
+            let mut applies: Vec<BoxFuture<'_, Result<(), kube::Error>>> = Vec::with_capacity(group.len());
+            for object in &group {
+                applies.push(Box::pin(self.apply(object)));
+            }
+            together(applies).await?;
+            let mut applied = self.applied.lock().expect("lock");
+            for o in group {
+                applied.note(o);
+            }
+        }
+        Ok(())
+    }
+
+    /// The finalizer, the arrival order and the admission record in one merge patch over the
+    /// version read: the commit point and what makes it safe land together or not at all.
+    async fn commit_with_finalizer(
+        &self,
+        job: &TrainJob,
+        arrival: Option<u64>,
+        record: &crate::controller::acting::admission_record::AdmissionRecord,
+        seen: &mut Option<String>,
+    ) -> Result<(), ActError> {
+        let jobs: Api<TrainJob> = Api::namespaced(self.client.clone(), &job.namespace().unwrap_or_default());
+        let mut finalizers = job.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        let mut annotations = json!({ADMISSION_ANNOTATION: record.encode()});
+        if let Some(n) = arrival {
+            annotations[ARRIVAL_ANNOTATION] = json!(n.to_string());
+        }
+        let patch =
+            json!({"metadata": {"resourceVersion": seen, "finalizers": finalizers, "annotations": annotations}});
+        let written = jobs.patch(&job.name_any(), &patch_params(), &Patch::Merge(&patch)).await.map_err(conflict)?;
+        *seen = written.metadata.resource_version;
         Ok(())
     }
 
@@ -163,6 +294,9 @@ impl Actor {
                 *seen = written.metadata.resource_version;
             }
             Action::RemoveFinalizer => {
+                if let Some(writer) = &self.status {
+                    writer.forget(&Target::TrainJob(ns.clone(), name.clone()));
+                }
                 let Some(i) = job.finalizers().iter().position(|f| f == FINALIZER) else { return Ok(()) };
                 let patch = json!([
                     {"op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER},
@@ -179,9 +313,23 @@ impl Actor {
                 }
             }
             Action::RecordAdmission(record) => {
-                // The commit point: written only over the version the decision was planned on.
-                let patch = json!({"metadata": {"resourceVersion": seen, "annotations": {ADMISSION_ANNOTATION: record.encode()}}});
-                let written = jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await.map_err(conflict)?;
+                // The commit point: written only over what the decision was planned on.
+                let written = match checked_record_patch(job, record) {
+                    // The spec (generation), labels and annotations as read, tested by the
+                    // server: a status written meanwhile does not void the decision.
+                    Some(patch) => {
+                        let patch = Patch::Json::<()>(serde_json::from_value(patch).expect("a patch"));
+                        match jobs.patch(&name, &patch_params(), &patch).await {
+                            Err(kube::Error::Api(s)) if s.code == 422 => return Err(ActError::Conflict),
+                            other => other.map_err(conflict)?,
+                        }
+                    }
+                    // Nothing to test a missing map against: the whole version as read.
+                    None => {
+                        let patch = json!({"metadata": {"resourceVersion": seen, "annotations": {ADMISSION_ANNOTATION: record.encode()}}});
+                        jobs.patch(&name, &patch_params(), &Patch::Merge(&patch)).await.map_err(conflict)?
+                    }
+                };
                 *seen = written.metadata.resource_version;
             }
             Action::ClearAdmission => {
@@ -220,8 +368,13 @@ impl Actor {
                 });
                 let target = Target::TrainJob(ns.clone(), name.clone());
                 match &self.status {
+                    // The same status this writer wrote moments ago, planned on a cache that has
+                    // not seen that write yet: nothing to write.
+                    Some(writer) if writer.echo(&target, &body, job.metadata.resource_version.as_deref()) => {}
                     Some(writer) => writer.send(target, body),
-                    None => status_writer::write(&self.client, &target, &body).await?,
+                    None => {
+                        status_writer::write(&self.client, &target, &body).await?;
+                    }
                 }
             }
             Action::PatchTrainJob { runtime_patch, suspend } => {
@@ -324,6 +477,8 @@ impl Actor {
     }
 
     async fn delete(&self, target: &ObjectRef) -> Result<(), kube::Error> {
+        // Made again after this, it is applied again whatever was applied before.
+        self.applied.lock().expect("lock").forget(&target.kind, &target.namespace, &target.name);
         let Some(ar) = api_resource(&target.api_version, &target.kind) else { return Ok(()) };
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &target.namespace, &ar);
         ignore_not_found(api.delete(&target.name, &DeleteParams::background()).await)
@@ -342,6 +497,40 @@ impl Actor {
             other => ignore_not_found(other),
         }
     }
+}
+
+/// Runs requests together and returns the first failure once all have ended.
+async fn together<E>(requests: Vec<BoxFuture<'_, Result<(), E>>>) -> Result<(), ActError>
+where
+    ActError: From<E>,
+{
+    let results: Vec<Result<(), E>> = futures::stream::iter(requests).buffered(MAX_TOGETHER).collect().await;
+    results.into_iter().collect::<Result<Vec<()>, E>>().map(|_| ()).map_err(ActError::from)
+}
+
+/// Requests of one reconcile in flight at once.
+const MAX_TOGETHER: usize = 16;
+
+/// The JSON patch that writes an admission record only if the TrainJob is the one the decision
+/// was planned on: the same object (uid), spec (generation), labels and annotations, the
+/// annotations holding no record yet. `None` when labels or annotations were absent as read (a
+/// JSON patch cannot test for a missing map; the caller falls back to the resourceVersion).
+pub fn checked_record_patch(
+    job: &TrainJob,
+    record: &crate::controller::acting::admission_record::AdmissionRecord,
+) -> Option<Value> {
+    let meta = &job.metadata;
+    let (labels, annotations) = (meta.labels.as_ref()?, meta.annotations.as_ref()?);
+    if annotations.contains_key(ADMISSION_ANNOTATION) {
+        return None;
+    }
+    Some(json!([
+        {"op": "test", "path": "/metadata/uid", "value": meta.uid},
+        {"op": "test", "path": "/metadata/generation", "value": meta.generation},
+        {"op": "test", "path": "/metadata/labels", "value": labels},
+        {"op": "test", "path": "/metadata/annotations", "value": annotations},
+        {"op": "add", "path": format!("/metadata/annotations/{}", ADMISSION_ANNOTATION.replace('/', "~1")), "value": record.encode()},
+    ]))
 }
 
 /// A refusal of the job (Slurm's own, or a job this Slurm cannot express) is final; the rest,

@@ -7,5 +7,6 @@ pub mod actor;
 pub mod admission_record;
 pub mod gang_api;
 pub mod mpi_ssh_key;
+pub mod recent_applies;
 pub mod status_writer;
 pub mod workload_objects;

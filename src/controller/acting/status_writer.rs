@@ -3,7 +3,8 @@
 //! written), writes go out with bounded parallelism, and a failed write is retried with backoff
 //! unless a newer status came meanwhile.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,7 +36,16 @@ struct Pending {
 #[derive(Debug, Default)]
 struct Inner {
     pending: Mutex<BTreeMap<Target, Pending>>,
+    /// The last status written to each object: the digest of its body and the resourceVersion
+    /// the write left.
+    written: Mutex<HashMap<Target, (u64, u64)>>,
     wake: Notify,
+}
+
+fn digest(body: &Value) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    body.to_string().hash(&mut h);
+    h.finish()
 }
 
 /// The handle that takes statuses; cheap to clone.
@@ -50,6 +60,22 @@ impl StatusWriter {
     pub fn send(&self, target: Target, body: Value) {
         self.inner.pending.lock().expect("lock").insert(target, Pending { body, failures: 0, not_before: None });
         self.inner.wake.notify_one();
+    }
+
+    /// Whether `body` is what this writer last wrote to `target` and the caller read the object
+    /// at a version older than that write (its cache has not seen the write yet): sending it
+    /// again would write the same thing. A version that cannot be compared is never an echo.
+    pub fn echo(&self, target: &Target, body: &Value, read_version: Option<&str>) -> bool {
+        let Some(read) = read_version.and_then(|v| v.parse::<u64>().ok()) else { return false };
+        if self.inner.pending.lock().expect("lock").contains_key(target) {
+            return false;
+        }
+        self.inner.written.lock().expect("lock").get(target).is_some_and(|(d, at)| *d == digest(body) && read < *at)
+    }
+
+    /// Forgets what was written to an object that is going away.
+    pub fn forget(&self, target: &Target) {
+        self.inner.written.lock().expect("lock").remove(target);
     }
 
     /// How many statuses wait to be written.
@@ -105,12 +131,20 @@ impl StatusWriter {
         &self,
         target: Target,
         pending: Pending,
-        result: Result<Result<(), kube::Error>, tokio::time::error::Elapsed>,
+        result: Result<Result<Option<String>, kube::Error>, tokio::time::error::Elapsed>,
     ) {
         let (error, transient) = match result {
-            Ok(Ok(())) => return,
+            Ok(Ok(version)) => {
+                if let Some(v) = version.and_then(|v| v.parse::<u64>().ok()) {
+                    self.inner.written.lock().expect("lock").insert(target, (digest(&pending.body), v));
+                }
+                return;
+            }
             // The object went: nothing to write any more.
-            Ok(Err(kube::Error::Api(s))) if s.is_not_found() => return,
+            Ok(Err(kube::Error::Api(s))) if s.is_not_found() => {
+                self.forget(&target);
+                return;
+            }
             Ok(Err(kube::Error::Api(s))) if matches!(s.code, 400 | 403 | 422) => {
                 tracing::error!(?target, error = %s, "status refused; not written");
                 return;
@@ -137,15 +171,51 @@ impl StatusWriter {
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One status write: a server-side apply of the status subresource by field manager `trainyard`.
-pub async fn write(client: &Client, target: &Target, body: &Value) -> Result<(), kube::Error> {
+/// Returns the resourceVersion it left.
+pub async fn write(client: &Client, target: &Target, body: &Value) -> Result<Option<String>, kube::Error> {
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    match target {
+    let version = match target {
         Target::Queue(name) => {
-            Api::<Queue>::all(client.clone()).patch_status(name, &params, &Patch::Apply(body)).await?;
+            Api::<Queue>::all(client.clone())
+                .patch_status(name, &params, &Patch::Apply(body))
+                .await?
+                .metadata
+                .resource_version
         }
         Target::TrainJob(ns, name) => {
-            Api::<TrainJob>::namespaced(client.clone(), ns).patch_status(name, &params, &Patch::Apply(body)).await?;
+            Api::<TrainJob>::namespaced(client.clone(), ns)
+                .patch_status(name, &params, &Patch::Apply(body))
+                .await?
+                .metadata
+                .resource_version
         }
+    };
+    Ok(version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A status is an echo only while the reader's version is older than the write that left it,
+    /// and only for the very body written.
+    #[test]
+    fn only_a_write_the_cache_has_not_seen_yet_is_an_echo() {
+        let writer = StatusWriter::default();
+        let target = Target::TrainJob("team".into(), "llm".into());
+        let body = json!({"status": {"conditions": [{"type": "Admitted", "status": "True"}]}});
+        assert!(!writer.echo(&target, &body, Some("9")), "nothing written yet");
+        let written = Pending { body: body.clone(), failures: 0, not_before: None };
+        writer.settle(target.clone(), written, Ok(Ok(Some("10".into()))));
+        assert!(writer.echo(&target, &body, Some("9")), "read before the write");
+        assert!(!writer.echo(&target, &body, Some("10")), "read at the write: the status differs from what it shows");
+        assert!(!writer.echo(&target, &json!({"status": {}}), Some("9")), "another body");
+        assert!(!writer.echo(&target, &body, Some("not-a-number")), "versions that cannot be compared");
+        writer.send(target.clone(), json!({"status": {"x": 1}}));
+        assert!(!writer.echo(&target, &body, Some("9")), "a newer status waits to be written");
+        writer.forget(&target);
+        writer.inner.pending.lock().unwrap().clear();
+        assert!(!writer.echo(&target, &body, Some("9")), "forgotten");
     }
-    Ok(())
 }

@@ -283,7 +283,15 @@ impl Task {
         {
             // With the TrainJob's uid: one created again under the same name never reads it.
             let mut decisions = self.ctx.decisions.lock().expect("lock");
+            let first_seen = self.ctx.first_seen.lock().expect("lock");
+            let mut clock = self.ctx.admission_clock.lock().expect("lock");
             for (key, d) in &changed {
+                if let (Some(Decision::Admit(_)), Some(uid)) = (d, live.uid_of(key))
+                    && let Some(seen) = first_seen.get(uid)
+                {
+                    self.ctx.metrics.stage("seen_to_decided", seen.elapsed().as_secs_f64());
+                    clock.insert(uid.to_string(), Instant::now());
+                }
                 match (d, live.uid_of(key)) {
                     (Some(d), Some(uid)) => decisions.insert(key.clone(), (uid.to_string(), d.clone())),
                     _ => decisions.remove(key),

@@ -22,7 +22,7 @@ use tokio::sync::{Notify, mpsc};
 use trainyard_bridges::{GANG_LABEL, WorkloadKind};
 use trainyard_policies::PolicyConfig;
 
-use super::triggers::{gang_of, owning_trainjob, quiet_triggers, tokio_stream_from};
+use super::triggers::{PodsByGang, SeenViews, gang_of, object_key, owning_trainjob, quiet_triggers, tokio_stream_from};
 use crate::api::queue::QueueStatus;
 use crate::api::{ClusterTrainingRuntime, SlurmTarget, TrainJob, TrainingRuntime};
 use crate::controller::acting::actor::{ActError, Actor, api_resource};
@@ -124,6 +124,9 @@ pub struct Ctx {
     pub(crate) arrivals: Mutex<HashMap<String, u64>>,
     /// When the loop first saw each TrainJob not launched yet, by uid.
     pub(crate) first_seen: Mutex<HashMap<String, Instant>>,
+    /// When each admission passed its last stage (decided, then recorded), by uid, until its
+    /// workload is applied.
+    pub(crate) admission_clock: Mutex<HashMap<String, Instant>>,
     pub(crate) inputs: Mutex<RenderInputs>,
     /// Queue statuses sent to the writer, by name.
     pub(crate) queue_sent: Mutex<BTreeMap<String, QueueStatus>>,
@@ -137,6 +140,7 @@ pub struct Ctx {
     jobsets: Store<DynamicObject>,
     lws: Option<Store<DynamicObject>>,
     pods: Store<Pod>,
+    pods_by_gang: Arc<PodsByGang>,
     configmaps: Store<ConfigMap>,
     /// Watch events of the researcher API, to every open stream.
     pub(crate) api_events: tokio::sync::broadcast::Sender<crate::grpc::v1::Event>,
@@ -168,8 +172,8 @@ async fn dra_served(client: &Client) -> bool {
 
 /// Runs the controller until the process is stopped (SIGTERM or Ctrl-C: in-flight reconciles end,
 /// then the lease is given up).
-pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
-    let metrics = Arc::new(Metrics::default());
+/// `metrics` are the ones the client's request counter writes to.
+pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     let health = Arc::new(Health::default());
     let (mb, hb) = (settings.metrics_bind, settings.health_bind);
     let mrouter = http::metrics_router(metrics.clone());
@@ -224,33 +228,43 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
     // Unbounded: a trigger must never be dropped, and the Controller keeps one per TrainJob.
     // Gang pods, JobSets and LeaderWorkerSets trigger from the caches the reconciles read.
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
+    let pods_by_gang = Arc::new(PodsByGang::default());
     let (pods, t6) = cache(Api::<Pod>::all(client.clone()), gang.clone(), {
-        let trigger = trigger_tx.clone();
-        move |pod: &Pod| {
-            // A gang pod appearing (gated) or changing brings its TrainJob's reconcile, which binds it.
-            if let Some(job) = gang_of(pod) {
+        let (trigger, seen, by_gang) = (trigger_tx.clone(), SeenViews::default(), pods_by_gang.clone());
+        move |pod: &Pod, deleted: bool| {
+            by_gang.note(pod, deleted);
+            // A gang pod appearing (gated), changing as the planner sees it, or going brings its
+            // TrainJob's reconcile, which binds it.
+            if let Some(job) = gang_of(pod)
+                && seen.changed(object_key(&pod.metadata), (!deleted).then(|| pod_view(pod)).as_ref())
+            {
                 let _ = trigger.send(job);
             }
         }
     });
-    let (configmaps, t7) = cache(Api::<ConfigMap>::all(client.clone()), gang, |_: &ConfigMap| {});
+    let (configmaps, t7) = cache(Api::<ConfigMap>::all(client.clone()), gang, |_: &ConfigMap, _| {});
     tokio::spawn(t6);
     tokio::spawn(t7);
     let all = watcher::Config::default();
     let jobset_ar = api_resource(trainyard_bridges::jobset::API_VERSION, "JobSet").expect("known kind");
     let lws_ar = api_resource(trainyard_bridges::lws::API_VERSION, "LeaderWorkerSet").expect("known kind");
-    let owner_triggers = || {
-        let trigger = trigger_tx.clone();
-        move |workload: &DynamicObject| {
-            if let Some(job) = owning_trainjob(workload) {
+    let owner_triggers = |kind: WorkloadKind| {
+        let (trigger, seen) = (trigger_tx.clone(), SeenViews::default());
+        move |workload: &DynamicObject, deleted: bool| {
+            let view = || workload_view(kind, &serde_json::to_value(workload).unwrap_or_default());
+            if let Some(job) = owning_trainjob(workload)
+                && seen.changed(object_key(&workload.metadata), (!deleted).then(view).as_ref())
+            {
                 let _ = trigger.send(job);
             }
         }
     };
-    let (jobsets, t8) = dynamic_cache(client.clone(), jobset_ar.clone(), all.clone(), owner_triggers());
+    let (jobsets, t8) =
+        dynamic_cache(client.clone(), jobset_ar.clone(), all.clone(), owner_triggers(WorkloadKind::JobSet));
     tokio::spawn(t8);
     let lws = if served(&client, &lws_ar).await {
-        let (store, task) = dynamic_cache(client.clone(), lws_ar.clone(), all.clone(), owner_triggers());
+        let (store, task) =
+            dynamic_cache(client.clone(), lws_ar.clone(), all.clone(), owner_triggers(WorkloadKind::LeaderWorkerSet));
         tokio::spawn(task);
         Some(store)
     } else {
@@ -287,6 +301,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         decisions: Mutex::new(HashMap::new()),
         arrivals: Mutex::new(HashMap::new()),
         first_seen: Mutex::new(HashMap::new()),
+        admission_clock: Mutex::new(HashMap::new()),
         queue_sent: Mutex::new(BTreeMap::new()),
         status,
         failures: Mutex::new(HashMap::new()),
@@ -297,6 +312,7 @@ pub async fn run(client: Client, settings: Settings) -> anyhow::Result<()> {
         jobsets,
         lws,
         pods,
+        pods_by_gang,
         configmaps,
         api_events,
     });
@@ -462,14 +478,12 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         .and_then(|s| s.get(&ObjectRef::new_with(&name, ar).within(&ns)))
         .map(|o| workload_view(kind, &serde_json::to_value(o.as_ref()).unwrap_or_default()));
     let pods: Vec<_> = ctx
-        .pods
-        .state()
-        .iter()
-        .filter(|p| {
-            p.metadata.namespace.as_deref() == Some(ns.as_str())
-                && p.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)) == Some(&name)
-        })
-        .map(|p| pod_view(p))
+        .pods_by_gang
+        .names(&ns, &name)
+        .into_iter()
+        .filter_map(|pod| ctx.pods.get(&ObjectRef::new(&pod).within(&ns)))
+        .filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get(GANG_LABEL)) == Some(&name))
+        .map(|p| pod_view(&p))
         .collect();
     let hostfile_exists = ctx.configmaps.get(&ObjectRef::new(&format!("{name}-mpi-hostfile")).within(&ns)).is_some();
     let ssh_secret = look_at_ssh_secret(&ctx, &job, runtime, workload.as_ref()).await?;
@@ -500,10 +514,11 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     if !actions.is_empty() {
         tracing::info!(job = %job.key(), steps = actions.len(), "reconcile");
     }
-    match ctx.actor.run(&job, &actions).await {
+    let ran = match ctx.actor.run(&job, &actions).await {
         // Planned on an older version of the TrainJob: plan again on the one the cache shows next.
         Err(ActError::Conflict) => {
             ctx.metrics.conflicts.inc();
+            ctx.metrics.reconciled("conflict");
             return Ok(Requeue::requeue(Duration::from_millis(50)));
         }
         Err(ActError::SlurmRefused { gang, message }) if ctx.settings.slurm.is_some() => {
@@ -515,8 +530,15 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
             return Ok(Requeue::requeue(Duration::from_millis(100)));
         }
         other => other?,
-    }
+    };
     ctx.failures.lock().expect("lock").remove(&job.key());
+    ctx.metrics.reconciled(if actions.is_empty() { "idle" } else { "acted" });
+    if let Some(committed) = ran.committed
+        && let Some(at) = ctx.admission_clock.lock().expect("lock").get_mut(&uid)
+    {
+        ctx.metrics.stage("decided_to_recorded", committed.saturating_duration_since(*at).as_secs_f64());
+        *at = committed;
+    }
     let launched = actions.iter().any(|a| {
         matches!(a, Action::Apply(v) if matches!(v["kind"].as_str(), Some("JobSet" | "LeaderWorkerSet")))
             || matches!(a, Action::PatchTrainJob { suspend: false, .. })
@@ -524,8 +546,12 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     if launched && let Some(seen) = ctx.first_seen.lock().expect("lock").remove(&uid) {
         ctx.metrics.launch_latency.observe(seen.elapsed().as_secs_f64());
     }
+    if launched && let Some(at) = ctx.admission_clock.lock().expect("lock").remove(&uid) {
+        ctx.metrics.stage("recorded_to_launched", at.elapsed().as_secs_f64());
+    }
     if job.metadata.deletion_timestamp.is_some() {
         ctx.first_seen.lock().expect("lock").remove(&uid);
+        ctx.admission_clock.lock().expect("lock").remove(&uid);
         ctx.arrivals.lock().expect("lock").remove(&uid);
     }
     let on_slurm = intent.as_ref().is_ok_and(|i| i.slurm.is_some());
@@ -565,8 +591,10 @@ async fn look_at_ssh_secret(
     Ok(Some(judge_ssh_secret(meta.as_ref(), &ns, &secret, &name, job.metadata.uid.as_deref().unwrap_or_default())))
 }
 
-/// Seconds until this TrainJob should be looked at again without an event: soon while an
-/// admitted gang has pods not yet bound (a missed pod event must not strand them), at its
+/// Seconds until this TrainJob should be looked at again without an event: soon (5 s) while an
+/// admitted gang has pods not yet bound (each pod change brings a reconcile at once; this only
+/// keeps a missed one from stranding them, and polling faster made thousands of gangs waiting
+/// for the Job controller's pods a reconcile storm of their own), at its
 /// `activeDeadlineSeconds` when that comes first, else a slow resync.
 fn next_look(
     job: &TrainJob,
@@ -582,7 +610,7 @@ fn next_look(
     }
     let bound = pods.iter().filter(|p| !p.gates.iter().any(|g| g == trainyard_bridges::TOPOLOGY_GATE)).count();
     if record.domain.is_none() && (bound as u64) < u64::from(record.pods()) {
-        return 2;
+        return 5;
     }
     // Ungated but not bound yet: looked at again so that the start timeout is seen.
     let placed = pods.iter().filter(|p| p.node_name.is_some()).count();
@@ -595,6 +623,7 @@ fn next_look(
 
 fn error_policy(job: Arc<TrainJob>, error: &ReconcileError, ctx: Arc<Ctx>) -> Requeue {
     ctx.metrics.reconcile_errors.inc();
+    ctx.metrics.reconciled("error");
     let mut failures = ctx.failures.lock().expect("lock");
     let n = failures.entry(job.key()).or_insert(0);
     *n += 1;

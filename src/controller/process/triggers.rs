@@ -24,7 +24,68 @@ where
     K: kube::Resource + Clone + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
-    changed_objects(cached, events).map(|object| Ok(std::sync::Arc::unwrap_or_clone(object)))
+    changed_objects(cached, events).map(|(object, _)| Ok(std::sync::Arc::unwrap_or_clone(object)))
+}
+
+/// What the planner reads of each pod or workload, remembered by object: a change it does not
+/// read (a condition kube-scheduler adds, a managed field, a resourceVersion) brings no reconcile.
+#[derive(Debug, Default)]
+pub(super) struct SeenViews {
+    by_object: std::sync::Mutex<std::collections::HashMap<String, u64>>,
+}
+
+impl SeenViews {
+    /// Whether the view of object `key` changed: it is new, differs from the last one, or the
+    /// object is gone (`None`).
+    pub(super) fn changed(&self, key: String, view: Option<&impl std::fmt::Debug>) -> bool {
+        use std::hash::{Hash, Hasher};
+        let mut seen = self.by_object.lock().expect("lock");
+        let Some(view) = view else {
+            seen.remove(&key);
+            return true;
+        };
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        format!("{view:?}").hash(&mut h);
+        seen.insert(key, h.finish()) != Some(h.finish())
+    }
+}
+
+/// The names of each gang's pods, by namespace and gang, kept from the pod watch: a reconcile
+/// reads its gang's pods without walking every pod of the cluster.
+#[derive(Debug, Default)]
+pub(crate) struct PodsByGang {
+    names: std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+}
+
+impl PodsByGang {
+    /// Notes a pod the watch brought, or its deletion.
+    pub(crate) fn note(&self, pod: &Pod, deleted: bool) {
+        let (Some(job), Some(name)) = (gang_of(pod), pod.metadata.name.clone()) else { return };
+        let key = format!("{}/{}", job.namespace.as_deref().unwrap_or_default(), job.name);
+        let mut names = self.names.lock().expect("lock");
+        if deleted {
+            if let Some(set) = names.get_mut(&key) {
+                set.remove(&name);
+                if set.is_empty() {
+                    names.remove(&key);
+                }
+            }
+        } else {
+            names.entry(key).or_default().insert(name);
+        }
+    }
+
+    /// The pods of gang `name` in `namespace` (a name may be stale after a relist: the caller
+    /// reads each from the cache).
+    pub(crate) fn names(&self, namespace: &str, name: &str) -> Vec<String> {
+        let names = self.names.lock().expect("lock");
+        names.get(&format!("{namespace}/{name}")).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+}
+
+/// The key a namespaced object is remembered by.
+pub(super) fn object_key(meta: &kube::api::ObjectMeta) -> String {
+    format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
 }
 
 /// The TrainJob a gang pod belongs to, by its gang label.
@@ -90,6 +151,37 @@ mod tests {
         assert_eq!(names, ["a", "a", "b", "a"], "the change, the relisted cache, the deletion");
         // Three failures waited out (100 ms, 200 ms, then 100 ms again after the event reset it).
         assert_eq!(started.elapsed(), Duration::from_millis(400));
+    }
+
+    /// Only a change the planner reads brings a reconcile; a new object and a deleted one always do.
+    #[test]
+    fn only_views_that_changed_trigger() {
+        let seen = SeenViews::default();
+        assert!(seen.changed("n/p".into(), Some(&("gated", None::<&str>))), "new");
+        assert!(!seen.changed("n/p".into(), Some(&("gated", None::<&str>))), "the same view again");
+        assert!(seen.changed("n/p".into(), Some(&("bound", Some("host-a")))), "bound");
+        assert!(seen.changed("n/p".into(), None::<&()>), "deleted");
+        assert!(seen.changed("n/p".into(), Some(&("bound", Some("host-a")))), "made again");
+    }
+
+    /// A gang's pods are found by name, and a deleted one is forgotten.
+    #[test]
+    fn pods_are_indexed_by_gang() {
+        let pod = |name: &str, gang: &str| {
+            let mut p = Pod::default();
+            p.metadata.name = Some(name.into());
+            p.metadata.namespace = Some("team".into());
+            p.metadata.labels = Some([(GANG_LABEL.to_string(), gang.to_string())].into());
+            p
+        };
+        let index = PodsByGang::default();
+        index.note(&pod("a-0", "a"), false);
+        index.note(&pod("a-1", "a"), false);
+        index.note(&pod("b-0", "b"), false);
+        assert_eq!(index.names("team", "a"), ["a-0", "a-1"]);
+        index.note(&pod("a-0", "a"), true);
+        assert_eq!(index.names("team", "a"), ["a-1"]);
+        assert!(index.names("other", "a").is_empty());
     }
 
     /// Gang pods and owned workloads name the TrainJob to reconcile; others name none.

@@ -32,6 +32,30 @@ pub struct StateLabel {
     pub state: String,
 }
 
+/// How a reconcile of a TrainJob ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    /// `acted` (it wrote), `idle` (nothing to do), `conflict` (planned again at once) or `error`
+    /// (retried with backoff).
+    pub outcome: String,
+}
+
+/// A stage on the way from a TrainJob's creation to its workload.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabel {
+    /// `seen_to_decided` (the watch event to the scheduling loop's admission),
+    /// `decided_to_recorded` (to the admission record written: the reconcile's queue wait and
+    /// its requests) or `recorded_to_launched` (to the JobSet or LeaderWorkerSet applied).
+    pub stage: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn stage_histogram() -> Histogram {
+    // 1 ms to about 65 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
 /// All of trainyard's metrics, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -81,6 +105,12 @@ pub struct Metrics {
     pub conflicts: Counter,
     /// Statuses waiting for the status writer.
     pub status_backlog: Gauge,
+    /// TrainJob reconciles by how they ended.
+    pub reconciles: Family<OutcomeLabel, Counter>,
+    /// Seconds each admission spent in each stage.
+    pub admission_stages: HistogramFamily<StageLabel>,
+    /// Requests to the API server by verb and resource (the client's layer writes them).
+    pub api_requests: std::sync::Arc<super::api_requests::ApiRequests>,
 }
 
 impl Default for Metrics {
@@ -109,6 +139,9 @@ impl Default for Metrics {
             cluster_free_gpus: Gauge::default(),
             conflicts: Counter::default(),
             status_backlog: Gauge::default(),
+            reconciles: Family::default(),
+            admission_stages: Family::new_with_constructor(stage_histogram),
+            api_requests: std::sync::Arc::default(),
             registry: Registry::default(),
         };
         registry.register("queue_pending", "Pending TrainJobs per queue", m.queue_depth.clone());
@@ -141,11 +174,38 @@ impl Default for Metrics {
         registry.register("cluster_free_gpus", "GPUs free on usable hosts", m.cluster_free_gpus.clone());
         registry.register("conflicts", "Decision writes refused on a changed TrainJob", m.conflicts.clone());
         registry.register("status_backlog", "Statuses waiting to be written", m.status_backlog.clone());
+        registry.register("reconciles", "TrainJob reconciles by outcome", m.reconciles.clone());
+        registry.register(
+            "admission_stage_seconds",
+            "Seconds of each stage from a TrainJob seen to its workload applied",
+            m.admission_stages.clone(),
+        );
+        registry.register("api_requests", "Requests to the API server", m.api_requests.sent.clone());
+        registry.register(
+            "api_request_seconds",
+            "Seconds until the API server answered",
+            m.api_requests.seconds.clone(),
+        );
+        registry.register(
+            "api_requests_refused",
+            "Requests the API server refused or failed",
+            m.api_requests.refused.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
 
 impl Metrics {
+    /// Counts one reconcile.
+    pub fn reconciled(&self, outcome: &str) {
+        self.reconciles.get_or_create(&OutcomeLabel { outcome: outcome.to_string() }).inc();
+    }
+
+    /// Times one stage of an admission.
+    pub fn stage(&self, stage: &str, seconds: f64) {
+        self.admission_stages.get_or_create(&StageLabel { stage: stage.to_string() }).observe(seconds);
+    }
+
     /// Reports what the last look at Slurm found; the gang counts keep their last values while
     /// Slurm does not answer.
     pub fn observe_slurm(&self, snapshot: &crate::controller::slurm::cluster_view::SlurmSnapshot) {

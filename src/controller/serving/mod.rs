@@ -3,6 +3,7 @@
 
 pub mod api_answers;
 pub mod api_events;
+pub mod api_requests;
 pub mod http;
 pub mod leadership;
 pub mod lease;

@@ -13,19 +13,20 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 /// A cache of `K` fed by a watch, and the task that keeps it current. `touched` sees each
-/// object the watch brought, after the cache holds it: a reconcile triggered from there reads a
+/// object the watch brought (and whether it was deleted), after the cache holds it: a reconcile triggered from there reads a
 /// cache at least as new as its trigger (a second watch for triggers could run ahead of it, and
 /// a reconcile would plan on the state before the change and wait for the next resync).
 pub fn cache<K>(
     api: Api<K>,
     config: watcher::Config,
-    touched: impl Fn(&K) + Send + Sync + 'static,
+    touched: impl Fn(&K, bool) + Send + Sync + 'static,
 ) -> (Store<K>, impl Future<Output = ()> + Send)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    (reader.clone(), keep_current(reader, reflector(writer, watcher(api, config)), touched))
+    let events = watcher(api, config).modify(|o: &mut K| o.meta_mut().managed_fields = None);
+    (reader.clone(), keep_current(reader, reflector(writer, events), touched))
 }
 
 /// A cache of objects of a kind known only at runtime; `touched` as for [`cache`].
@@ -33,12 +34,23 @@ pub fn dynamic_cache(
     client: Client,
     ar: ApiResource,
     config: watcher::Config,
-    touched: impl Fn(&DynamicObject) + Send + Sync + 'static,
+    touched: impl Fn(&DynamicObject, bool) + Send + Sync + 'static,
 ) -> (Store<DynamicObject>, impl Future<Output = ()> + Send + 'static) {
     let api: Api<DynamicObject> = Api::all_with(client, &ar);
     let writer = reflector::store::Writer::new(ar);
     let reader = writer.as_reader();
-    (reader.clone(), keep_current(reader, reflector(writer, watcher(api, config)), touched))
+    let events = watcher(api, config).modify(slim_workload);
+    (reader.clone(), keep_current(reader, reflector(writer, events), touched))
+}
+
+/// What a cached JobSet or LeaderWorkerSet keeps: its metadata without managed fields, its
+/// status, and of its spec only what the planner reads (`suspend`, `replicas`). Thousands of
+/// pod templates held for nothing were a large part of the controller's memory at scale.
+fn slim_workload(o: &mut DynamicObject) {
+    o.metadata.managed_fields = None;
+    if let Some(spec) = o.data.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+        spec.retain(|k, _| k == "suspend" || k == "replicas");
+    }
 }
 
 /// Drives a reflector's stream with the watch backoff, handing each changed object on once the
@@ -46,19 +58,19 @@ pub fn dynamic_cache(
 fn keep_current<K>(
     cached: Store<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-    touched: impl Fn(&K) + Send + Sync + 'static,
+    touched: impl Fn(&K, bool) + Send + Sync + 'static,
 ) -> impl Future<Output = ()> + Send + 'static
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
-    changed_objects(cached, events).for_each(move |object| {
-        touched(&object);
+    changed_objects(cached, events).for_each(move |(object, deleted)| {
+        touched(&object, deleted);
         futures::future::ready(())
     })
 }
 
-/// A reflector's changed objects, each once the cache holds it, reconnected on the watch
+/// A reflector's changed objects (and whether each was deleted), each once the cache holds it, reconnected on the watch
 /// backoff (at most a second or two apart while the API server is away) with its errors
 /// logged and left out. A relist's objects are held back by the reflector until the list is
 /// whole, so they come from the cache then, not as they arrive: a reconcile they trigger reads
@@ -66,15 +78,16 @@ where
 pub(crate) fn changed_objects<K>(
     cached: Store<K>,
     events: impl futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-) -> impl futures::Stream<Item = Arc<K>> + Send + 'static
+) -> impl futures::Stream<Item = (Arc<K>, bool)> + Send + 'static
 where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
     events.backoff(crate::controller::process::retry::WatchBackoff::default()).flat_map(move |event| {
         let objects = match event {
-            Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) => vec![Arc::new(object)],
-            Ok(watcher::Event::InitDone) => cached.state(),
+            Ok(watcher::Event::Apply(object)) => vec![(Arc::new(object), false)],
+            Ok(watcher::Event::Delete(object)) => vec![(Arc::new(object), true)],
+            Ok(watcher::Event::InitDone) => cached.state().into_iter().map(|o| (o, false)).collect(),
             Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => Vec::new(),
             Err(e) => {
                 tracing::warn!(error = %e, "watch failed; retrying with backoff");
@@ -138,6 +151,23 @@ mod tests {
 
     /// Whatever `touched` is told of, the cache already holds in that state: a reconcile it
     /// triggers cannot plan on the state before the change.
+    #[test]
+    fn a_cached_workload_keeps_what_the_planner_reads() {
+        let ar = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("jobset.x-k8s.io", "v1alpha2", "JobSet"),
+            "jobsets",
+        );
+        let mut js = DynamicObject::new("a", &ar).data(serde_json::json!({
+            "spec": {"suspend": true, "replicatedJobs": [{"name": "node", "template": {}}]},
+            "status": {"replicatedJobsStatus": [{"name": "node", "active": 1}]},
+        }));
+        js.metadata.managed_fields = Some(vec![Default::default()]);
+        slim_workload(&mut js);
+        assert_eq!(js.metadata.managed_fields, None);
+        assert_eq!(js.data["spec"], serde_json::json!({"suspend": true}));
+        assert_eq!(js.data["status"]["replicatedJobsStatus"][0]["active"], 1);
+    }
+
     #[tokio::test]
     async fn the_cache_holds_an_object_before_it_is_handed_on() {
         let (reader, writer) = reflector::store::<Pod>();
@@ -158,7 +188,7 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let task = keep_current(reader.clone(), reflector(writer, events), {
             let (reader, seen) = (reader.clone(), seen.clone());
-            move |p: &Pod| {
+            move |p: &Pod, _deleted: bool| {
                 let cached =
                     reader.get(&reflector::ObjectRef::from_obj(p)).and_then(|c| c.metadata.resource_version.clone());
                 seen.lock().unwrap().push((p.metadata.resource_version.clone().unwrap(), cached));

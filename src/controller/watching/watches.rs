@@ -45,7 +45,9 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     tokio::spawn(async move {
+        // Managed fields are never read, and were a large share of every object held.
         let mut events = watcher(api, watcher::Config::default())
+            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
             .backoff(crate::controller::process::retry::WatchBackoff::default())
             .boxed();
         while let Some(event) = events.next().await {

@@ -178,19 +178,15 @@ async fn admission_record_finalizer_and_preemption_requests() {
     let (client, verifier) = scenario(
         "record-and-finalizer",
         vec![
-            // The finalizer and the arrival order in one patch, on the version read.
+            // The finalizer, the arrival order and the commit point in one patch, on the version
+            // read: they land together or not at all.
             expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
                 .content("application/merge-patch+json")
                 .body(json!({"metadata": {
                     "resourceVersion": "41",
                     "finalizers": ["trainyard.io/finalizer"],
-                    "annotations": {"trainyard.io/arrival": "7"},
+                    "annotations": {"trainyard.io/arrival": "7", "trainyard.io/admission": r.encode()},
                 }}))
-                .reply(StatusCode::OK, serde_json::to_value(&after_finalizer).unwrap()),
-            // The commit point names the version the finalizer patch left.
-            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
-                .content("application/merge-patch+json")
-                .body(json!({"metadata": {"resourceVersion": "42", "annotations": {"trainyard.io/admission": r.encode()}}}))
                 .reply(StatusCode::OK, serde_json::to_value(&after_finalizer).unwrap()),
             expect("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/vision/jobsets/resnet-cpu?")
                 .body(json!({"propagationPolicy": "Background"}))
@@ -223,6 +219,44 @@ async fn a_record_on_a_changed_trainjob_is_refused_and_planned_again() {
         ],
     );
     let err = Actor::new(client, None).run(&w.job, &[Action::RecordAdmission(r)]).await.unwrap_err();
+    assert!(matches!(err, trainyard::controller::acting::actor::ActError::Conflict), "{err}");
+    verifier.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_record_tests_spec_labels_and_annotations_not_the_version() {
+    let mut w = World::new(with_finalizer(job(TORCH_JOB)), TORCH_RUNTIME);
+    w.job.metadata.resource_version = Some("41".into());
+    w.job.metadata.uid = Some("u-1".into());
+    w.job.metadata.generation = Some(3);
+    w.job.metadata.labels = Some([("trainyard.io/queue".to_string(), "team".to_string())].into());
+    w.job.metadata.annotations = Some([("trainyard.io/arrival".to_string(), "7".to_string())].into());
+    let r = record(&[("host-a", 3)]);
+    let patch = json!([
+        {"op": "test", "path": "/metadata/uid", "value": "u-1"},
+        {"op": "test", "path": "/metadata/generation", "value": 3},
+        {"op": "test", "path": "/metadata/labels", "value": {"trainyard.io/queue": "team"}},
+        {"op": "test", "path": "/metadata/annotations", "value": {"trainyard.io/arrival": "7"}},
+        {"op": "add", "path": "/metadata/annotations/trainyard.io~1admission", "value": r.encode()},
+    ]);
+    let (client, verifier) = scenario(
+        "record-checked",
+        vec![
+            // A status written since the read moved the resourceVersion, not these: accepted.
+            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
+                .content("application/json-patch+json")
+                .body(patch.clone())
+                .reply(StatusCode::OK, serde_json::to_value(&w.job).unwrap()),
+            // The spec, a label or an annotation moved: the server's test fails, planned again.
+            expect("PATCH", format!("{TRAINJOB_PATH}?&fieldManager=trainyard"))
+                .content("application/json-patch+json")
+                .body(patch)
+                .reply(StatusCode::UNPROCESSABLE_ENTITY, status_reply(422, "Invalid")),
+        ],
+    );
+    let actor = Actor::new(client, None);
+    actor.run(&w.job, &[Action::RecordAdmission(r.clone())]).await.unwrap();
+    let err = actor.run(&w.job, &[Action::RecordAdmission(r)]).await.unwrap_err();
     assert!(matches!(err, trainyard::controller::acting::actor::ActError::Conflict), "{err}");
     verifier.await.unwrap();
 }

@@ -42,19 +42,19 @@ fn written(job: &TrainJob, rv: &str) -> Value {
     serde_json::to_value(&j).unwrap()
 }
 
-/// The writes of an admission: finalizer and arrival order, the record on the version the
-/// finalizer patch left, the JobSet, the status.
+/// The writes of an admission: finalizer, arrival order and record in one patch on the version
+/// read, the JobSet, the status.
 fn admission_script(job: &TrainJob, record: &AdmissionRecord, arrival: u64) -> Vec<Expect> {
     let name = job.metadata.name.clone().unwrap();
     vec![
         expect("PATCH", format!("{JOBS}/{name}?&fieldManager=trainyard")).content("application/merge-patch+json").body(json!({
-            "metadata": {"resourceVersion": "1", "finalizers": ["trainyard.io/finalizer"], "annotations": {"trainyard.io/arrival": arrival.to_string()}},
+            "metadata": {
+                "resourceVersion": "1",
+                "finalizers": ["trainyard.io/finalizer"],
+                "annotations": {"trainyard.io/arrival": arrival.to_string(), "trainyard.io/admission": record.encode()},
+            },
         }))
-        .reply(StatusCode::OK, written(job, "2")),
-        expect("PATCH", format!("{JOBS}/{name}?&fieldManager=trainyard"))
-            .content("application/merge-patch+json")
-            .body(json!({"metadata": {"resourceVersion": "2", "annotations": {"trainyard.io/admission": record.encode()}}}))
-            .reply(StatusCode::OK, written(job, "3")),
+        .reply(StatusCode::OK, written(job, "3")),
         expect("PATCH", format!("/apis/jobset.x-k8s.io/v1alpha2/namespaces/team/jobsets/{name}?&force=true&fieldManager=trainyard"))
             .content("application/apply-patch+yaml")
             .reply(StatusCode::OK, json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name}})),

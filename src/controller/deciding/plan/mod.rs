@@ -392,9 +392,15 @@ impl Planner<'_, '_> {
             }
             // No decision yet: the loop decides within moments of seeing the TrainJob, and a
             // placeholder condition would only flap (after a restart, it would undo real ones).
+            // Nor is the finalizer added yet: nothing is launched before a decision, and added
+            // now it would move the TrainJob's version under the reconcile that records the
+            // decision a moment later, which then plans again; it comes with the decision.
             _ => match record {
                 Some(r) => r,
-                None => return,
+                None => {
+                    self.actions.retain(|a| !matches!(a, Action::AddFinalizer { .. } | Action::MarkArrival(_)));
+                    return;
+                }
             },
         };
         self.admitted(&record);
