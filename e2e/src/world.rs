@@ -286,8 +286,25 @@ impl<'s> World<'s> {
             let ordinals = self.ordinals(name).await?;
             let slots = self.slots(name).await?;
             let pods = self.gang_pods(name).await?;
+            // Pods of a JobSet deleted before a relaunch are the garbage collector's until they
+            // go: only the current JobSet's pods, not being deleted, are the gang's.
+            let current = self
+                .suite
+                .kube
+                .get("jobset.x-k8s.io/v1alpha2", "JobSet", Some(&self.ns), name)
+                .await?
+                .and_then(|js| js.pointer("/metadata/uid").and_then(Value::as_str).map(str::to_string));
+            let of_current = |pod: &Value| {
+                let uid = pod.pointer("/metadata/labels/jobset.sigs.k8s.io~1jobset-uid").and_then(Value::as_str);
+                pod.pointer("/metadata/deletionTimestamp").is_none()
+                    && match (uid, current.as_deref()) {
+                        (Some(pod_uid), Some(current)) => pod_uid == current,
+                        _ => true,
+                    }
+            };
+            let pods: Vec<&Value> = pods.iter().filter(|p| of_current(p)).collect();
             let mut bound = 0;
-            for pod in &pods {
+            for pod in pods.iter().copied() {
                 let Some(node) = pod.pointer("/spec/nodeName").and_then(Value::as_str) else { continue };
                 let ordinal = ordinals(pod).ok_or_else(|| anyhow!("pod {} has no ordinal", name_of(pod)))?;
                 let want = slots.get(ordinal as usize).ok_or_else(|| anyhow!("ordinal {ordinal} past the record"))?;

@@ -274,7 +274,12 @@ async fn reconcile(client: &Client, js_obj: &DynamicObject, jobs: &[Arc<Job>]) -
                         let job: DynamicObject = serde_json::from_value(job_for(&js, ri, i))?;
                         match jobs_dynamic(client, &ns).create(&PostParams::default(), &job).await {
                             Ok(_) => {}
-                            Err(kube::Error::Api(e)) if e.code == 409 => {}
+                            // A Job of that name left by an earlier JobSet of the same name: the
+                            // garbage collector removes it, and this JobSet is looked at again
+                            // (not marked done) until its own Job is made.
+                            Err(kube::Error::Api(e)) if e.code == 409 => {
+                                anyhow::bail!("Job {job_name} exists and is not this JobSet's yet")
+                            }
                             Err(e) => return Err(e.into()),
                         }
                     }
