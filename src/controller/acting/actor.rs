@@ -11,11 +11,10 @@ use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 
 use trainyard_slurm::SlurmError;
-
-use crate::controller::acting::recent_applies::RecentApplies;
 use trainyard_slurm::bridge::Bridge;
 
 use crate::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, FIELD_MANAGER, FINALIZER, TrainJob};
+use crate::controller::acting::recent_applies::RecentApplies;
 use crate::controller::acting::status_writer::{self, StatusWriter, Target};
 use crate::controller::acting::workload_objects::ObjectRef;
 use crate::controller::deciding::plan::Action;
@@ -170,25 +169,7 @@ impl Actor {
                 }
                 (Action::Ungate(_), _) => {
                     let n = rest.iter().take_while(|a| matches!(a, Action::Ungate(_))).count();
-                    let ns = job.namespace().unwrap_or_default();
-                    let mut ungates: Vec<BoxFuture<'_, Result<(), kube::Error>>> = Vec::with_capacity(n);
-                    let mut bound = Vec::with_capacity(n);
-                    for action in &rest[..n] {
-                        if let Action::Ungate(u) = action {
-                            // Bound moments ago to the same node: the cache has not seen it yet.
-                            let binding =
-                                json!({"kind": "Pod", "metadata": {"namespace": ns, "name": u.pod}, "node": u.node});
-                            if !self.applied.lock().expect("lock").recent(&binding) {
-                                ungates.push(Box::pin(self.ungate(&ns, u)));
-                                bound.push(binding);
-                            }
-                        }
-                    }
-                    together(ungates).await?;
-                    let mut applied = self.applied.lock().expect("lock");
-                    for binding in &bound {
-                        applied.note(binding);
-                    }
+                    self.bind_together(&job.namespace().unwrap_or_default(), &rest[..n]).await?;
                     rest = &rest[n..];
                 }
                 _ => {
@@ -236,6 +217,29 @@ impl Actor {
             for o in group {
                 applied.note(o);
             }
+        }
+        Ok(())
+    }
+
+    /// Binds a gang's gated pods at once; a pod bound moments ago to the same node (the cache
+    /// has not seen it yet) is not bound again.
+    async fn bind_together(&self, namespace: &str, ungates: &[Action]) -> Result<(), ActError> {
+        let fresh: Vec<&Ungate> = ungates
+            .iter()
+            .filter_map(|a| match a {
+                Action::Ungate(u) => Some(u),
+                _ => None,
+            })
+            .filter(|u| !self.applied.lock().expect("lock").bound(namespace, &u.pod, &u.node))
+            .collect();
+        let mut binds: Vec<BoxFuture<'_, Result<(), kube::Error>>> = Vec::with_capacity(fresh.len());
+        for u in &fresh {
+            binds.push(Box::pin(self.ungate(namespace, u)));
+        }
+        together(binds).await?;
+        let mut applied = self.applied.lock().expect("lock");
+        for u in fresh {
+            applied.note_bound(namespace, &u.pod, &u.node);
         }
         Ok(())
     }
@@ -515,7 +519,7 @@ const MAX_TOGETHER: usize = 16;
 /// was planned on: the same object (uid), spec (generation), labels and annotations, the
 /// annotations holding no record yet. `None` when labels or annotations were absent as read (a
 /// JSON patch cannot test for a missing map; the caller falls back to the resourceVersion).
-pub fn checked_record_patch(
+fn checked_record_patch(
     job: &TrainJob,
     record: &crate::controller::acting::admission_record::AdmissionRecord,
 ) -> Option<Value> {

@@ -1,8 +1,7 @@
-//! Objects applied moments ago: a reconcile planned on caches that have not seen them yet would
+//! Objects applied and pods bound moments ago: a reconcile planned on caches that have not seen them yet would
 //! apply them again (the same body, a request for nothing), so those are left out for a while.
 
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -29,9 +28,7 @@ fn key_of(object: &Value) -> String {
 }
 
 fn digest(object: &Value) -> u64 {
-    let mut h = DefaultHasher::new();
-    object.to_string().hash(&mut h);
-    h.finish()
+    trainyard_topology::rng::fnv1a(object.to_string().as_bytes())
 }
 
 impl RecentApplies {
@@ -41,18 +38,34 @@ impl RecentApplies {
     }
 
     fn recent_at(&self, object: &Value, now: Instant) -> bool {
-        self.by_object
-            .get(&key_of(object))
-            .is_some_and(|(d, at)| *d == digest(object) && now.saturating_duration_since(*at) < KEPT_FOR)
+        self.seen_within(&key_of(object), digest(object), now)
     }
 
     /// Notes a body applied now.
     pub fn note(&mut self, object: &Value) {
+        self.remember(key_of(object), digest(object));
+    }
+
+    /// Whether pod `name` was bound to `node` within the last few seconds.
+    pub fn bound(&self, namespace: &str, name: &str, node: &str) -> bool {
+        self.seen_within(&key("Pod", namespace, name), trainyard_topology::rng::fnv1a(node.as_bytes()), Instant::now())
+    }
+
+    /// Notes pod `name` bound to `node` now.
+    pub fn note_bound(&mut self, namespace: &str, name: &str, node: &str) {
+        self.remember(key("Pod", namespace, name), trainyard_topology::rng::fnv1a(node.as_bytes()));
+    }
+
+    fn seen_within(&self, key: &str, digest: u64, now: Instant) -> bool {
+        self.by_object.get(key).is_some_and(|(d, at)| *d == digest && now.saturating_duration_since(*at) < KEPT_FOR)
+    }
+
+    fn remember(&mut self, key: String, digest: u64) {
         let now = Instant::now();
         if self.by_object.len() >= PRUNE_ABOVE {
             self.by_object.retain(|_, (_, at)| now.saturating_duration_since(*at) < KEPT_FOR);
         }
-        self.by_object.insert(key_of(object), (digest(object), now));
+        self.by_object.insert(key, (digest, now));
     }
 
     /// Forgets an object (deleted: applied again, it is new).
@@ -81,6 +94,15 @@ mod tests {
         assert!(!r.recent_at(&jobset(1), later), "applied again once the moment has passed");
         r.forget("JobSet", "n", "a");
         assert!(!r.recent(&jobset(1)), "a deleted object is applied again");
+    }
+
+    #[test]
+    fn a_binding_is_recent_only_to_the_same_node() {
+        let mut r = RecentApplies::default();
+        assert!(!r.bound("n", "p", "host-a"));
+        r.note_bound("n", "p", "host-a");
+        assert!(r.bound("n", "p", "host-a"));
+        assert!(!r.bound("n", "p", "host-b"));
     }
 
     #[test]

@@ -4,7 +4,6 @@
 //! unless a newer status came meanwhile.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,9 +42,7 @@ struct Inner {
 }
 
 fn digest(body: &Value) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    body.to_string().hash(&mut h);
-    h.finish()
+    trainyard_topology::rng::fnv1a(body.to_string().as_bytes())
 }
 
 /// The handle that takes statuses; cheap to clone.

@@ -38,15 +38,13 @@ impl SeenViews {
     /// Whether the view of object `key` changed: it is new, differs from the last one, or the
     /// object is gone (`None`).
     pub(super) fn changed(&self, key: String, view: Option<&impl std::fmt::Debug>) -> bool {
-        use std::hash::{Hash, Hasher};
         let mut seen = self.by_object.lock().expect("lock");
         let Some(view) = view else {
             seen.remove(&key);
             return true;
         };
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        format!("{view:?}").hash(&mut h);
-        seen.insert(key, h.finish()) != Some(h.finish())
+        let digest = trainyard_topology::rng::fnv1a(format!("{view:?}").as_bytes());
+        seen.insert(key, digest) != Some(digest)
     }
 }
 
