@@ -70,6 +70,9 @@ struct Args {
     /// plane, for figures before and after a change.
     #[arg(long)]
     scale_baseline: Option<PathBuf>,
+    /// The `--workers` of the controllers the scale scenarios start (their default without it).
+    #[arg(long, value_name = "N")]
+    scale_workers: Option<u16>,
 }
 
 /// How big the scale scenarios are.
@@ -231,6 +234,8 @@ pub struct Options {
     pub scale_targets: bool,
     /// The binary the scale scenario runs first, as a baseline.
     pub scale_baseline: Option<PathBuf>,
+    /// The controllers' `--workers` in the scale scenarios, when given.
+    pub scale_workers: Option<u16>,
 }
 
 fn args_view(args: &Args) -> Options {
@@ -239,5 +244,6 @@ fn args_view(args: &Args) -> Options {
         scale: args.scale,
         scale_targets: args.scale_targets,
         scale_baseline: args.scale_baseline.clone(),
+        scale_workers: args.scale_workers,
     }
 }

@@ -23,7 +23,7 @@ use crate::world::{ADMISSION, BLOCK, RACK, World};
 use crate::{Options, ScaleSize};
 
 use super::invariants::{audit, settled_from};
-use super::scale_figures::{Usage, metric_sum, per_admission, percentile, requests_total, usage};
+use super::scale_figures::{Usage, metric_sum, most_waiting, per_admission, percentile, requests_total, usage};
 
 /// The shape of one run.
 #[derive(Clone, Copy, Debug)]
@@ -59,6 +59,8 @@ const BURSTS: u32 = 4;
 const RATES: [f64; BURSTS as usize] = [35.0, 56.0, 42.0, 48.0];
 /// Quiet time between two bursts.
 const GAP: Duration = Duration::from_secs(7);
+/// The target for creation to JobSet, p99.
+const P99_BOUND: Duration = Duration::from_secs(2);
 
 /// One TrainJob of the mix.
 struct Made {
@@ -164,7 +166,25 @@ pub async fn run(suite: &mut Suite, options: &Options) -> Result<Checks> {
     let before = burst(suite, options, Variant::Baseline).await;
     suite.binary = under_test;
     let (c_before, before) = before?;
-    let (mut c, after) = burst(suite, options, Variant::Measured).await?;
+    // The baseline's namespace goes with thousands of pods and Jobs for kube-controller-manager
+    // to delete: measured alongside that, the second burst would pay for the first.
+    let quiet = Instant::now();
+    let ns = format!("e2e-{}", Variant::Baseline.tag());
+    wait_for("the baseline's namespace gone", Duration::from_secs(900), || {
+        let (kube, ns) = (suite.kube.clone(), ns.clone());
+        async move {
+            match kube.get("v1", "Namespace", None, &ns).await? {
+                None => Ok(Some(())),
+                Some(_) => Err(anyhow!("namespace {ns} is still there")),
+            }
+        }
+    })
+    .await?;
+    let quiet = quiet.elapsed();
+    let (mut c, after) = burst(suite, options, Variant::Measured)
+        .await
+        .map_err(|e| e.context(format!("baseline: {}", c_before.figures().join("; "))))?;
+    c.figure(format!("the baseline's namespace was gone {} after its burst", secs(quiet)));
     for f in c_before.figures().to_vec() {
         c.figure(format!("baseline: {f}"));
     }
@@ -208,15 +228,22 @@ enum Variant {
     Kill,
 }
 
+impl Variant {
+    /// The world's tag: its namespace is `e2e-<tag>`.
+    fn tag(self) -> &'static str {
+        match self {
+            Variant::Measured => "sc",
+            Variant::Baseline => "sb",
+            Variant::Kill => "sk",
+        }
+    }
+}
+
 async fn burst(suite: &mut Suite, options: &Options, variant: Variant) -> Result<(Checks, Measured)> {
     let shape = Shape::of(options.scale);
     let kill = variant == Variant::Kill;
     let mut c = Checks::default();
-    let tag = match variant {
-        Variant::Measured => "sc",
-        Variant::Baseline => "sb",
-        Variant::Kill => "sk",
-    };
+    let tag = variant.tag();
     let mut w = World::new(suite, tag).await?;
     let t = Instant::now();
     let mut nodes = Vec::with_capacity(shape.nodes() as usize);
@@ -239,7 +266,9 @@ async fn burst(suite: &mut Suite, options: &Options, variant: Variant) -> Result
         queues.push(w.queue(&format!("q{i:02}"), shape.leaf_gpus, Some("all")).await?);
     }
     w.torch_runtime().await?;
-    w.start_trainyard(&[]).await?;
+    let workers = options.scale_workers.map(|n| n.to_string());
+    let extra: Vec<&str> = workers.iter().flat_map(|n| ["--workers", n.as_str()]).collect();
+    w.start_trainyard(&extra).await?;
     let made = mix(&w, &shape, &queues);
 
     let (trainjobs, tj_watch) = mirror(&w, "trainer.kubeflow.org/v1alpha1", "TrainJob", has_admission).await?;
@@ -345,6 +374,9 @@ async fn burst(suite: &mut Suite, options: &Options, variant: Variant) -> Result
     let admitted_span = span(settled.admitted.keys().filter_map(|k| admitted.get(k).copied()).collect());
     let rate = |d: Duration| if d.is_zero() { f64::INFINITY } else { n as f64 / d.as_secs_f64() };
     let (creation_rate, admission_rate) = (rate(created_span), rate(admitted_span));
+    let waits: Vec<(Instant, Instant)> =
+        settled.admitted.keys().filter_map(|k| Some((*created.get(k)?, *admitted.get(k)?))).collect();
+    let backlog = most_waiting(&waits);
     let reconciles =
         metric_sum(&after, "trainyard_reconciles_total", "") - metric_sum(&before, "trainyard_reconciles_total", "");
     let retries = ["conflict", "error"]
@@ -367,14 +399,16 @@ async fn burst(suite: &mut Suite, options: &Options, variant: Variant) -> Result
         settled.waiting.len()
     ));
     c.figure(format!(
-        "creation to admission p50 {} p99 {} max {}; to JobSet p50 {} p99 {} max {}; {:.1} admissions/s",
+        "creation to admission p50 {} p99 {} max {}; to JobSet p50 {} p99 {} max {}; {:.1} admissions/s over {} (creations over {}), at most {backlog} created and not yet admitted at once",
         secs(percentile(&to_admission, 50)),
         secs(percentile(&to_admission, 99)),
         secs(percentile(&to_admission, 100)),
         secs(percentile(&to_jobset, 50)),
         secs(percentile(&to_jobset, 99)),
         secs(percentile(&to_jobset, 100)),
-        admission_rate
+        admission_rate,
+        secs(admitted_span),
+        secs(created_span),
     ));
     let stage = |name: &str| {
         let label = format!("stage=\"{name}\"");
@@ -425,11 +459,18 @@ async fn burst(suite: &mut Suite, options: &Options, variant: Variant) -> Result
         c.figure(format!("SIGKILL at {} into the burst; nothing lost or doubled", secs(k)));
     }
     if options.scale_targets && variant == Variant::Measured {
-        if admission_rate < creation_rate {
-            missed.push(format!("admissions/s {admission_rate:.1} < creations/s {creation_rate:.1}"));
+        // Admissions keep pace when they spread over no longer than the creations plus the
+        // latency bound: the span of admissions ends with the last one's latency, so the two
+        // rates can be equal only up to it, and a backlog that grew would stretch it further.
+        if admitted_span > created_span + P99_BOUND {
+            missed.push(format!(
+                "admissions/s {admission_rate:.1} < creations/s {creation_rate:.1}: admitted over {} against created over {}",
+                secs(admitted_span),
+                secs(created_span)
+            ));
         }
         let p99 = percentile(&to_jobset, 99);
-        if p99 > Duration::from_secs(2) {
+        if p99 > P99_BOUND {
             missed.push(format!("creation to JobSet p99 {} > 2 s", secs(p99)));
         }
         if retries > 0.05 * reconciles {

@@ -17,6 +17,24 @@ pub fn percentile(values: &[Duration], p: u32) -> Duration {
     sorted[rank - 1]
 }
 
+/// The most items between their two instants at any one moment: of TrainJobs, how many were
+/// created and not yet admitted. Pairs whose second instant is before their first count as none.
+pub fn most_waiting(pairs: &[(std::time::Instant, std::time::Instant)]) -> usize {
+    let mut edges: Vec<(std::time::Instant, i32)> = Vec::with_capacity(pairs.len() * 2);
+    for &(from, to) in pairs.iter().filter(|(from, to)| to > from) {
+        edges.push((from, 1));
+        edges.push((to, -1));
+    }
+    // At one instant, an arrival after a departure: nothing waits for no time.
+    edges.sort();
+    let (mut now, mut most) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        most = most.max(now);
+    }
+    most as usize
+}
+
 /// CPU time used so far and the peak resident memory of a process.
 #[derive(Clone, Copy, Debug)]
 pub struct Usage {
@@ -129,6 +147,17 @@ mod tests {
         assert_eq!(metric_sum(after, "trainyard_reconciles_total", ""), 10.0);
         assert_eq!(metric_sum(after, "trainyard_reconciles_total", "outcome=\"idle\""), 3.0);
         assert_eq!(per_admission(before, after, 5), "3.00 in all (patch trainjobs 2.00, apply jobsets 1.00)");
+    }
+
+    #[test]
+    fn the_most_waiting_at_once_is_counted() {
+        let t = std::time::Instant::now();
+        let at = |ms: u64| t + Duration::from_millis(ms);
+        assert_eq!(most_waiting(&[]), 0);
+        assert_eq!(most_waiting(&[(at(0), at(10)), (at(20), at(30))]), 1, "one after the other");
+        assert_eq!(most_waiting(&[(at(0), at(10)), (at(10), at(30))]), 1, "one leaves as the next comes");
+        assert_eq!(most_waiting(&[(at(0), at(50)), (at(10), at(60)), (at(20), at(30))]), 3);
+        assert_eq!(most_waiting(&[(at(10), at(5))]), 0, "before its creation is no wait");
     }
 
     #[test]

@@ -71,8 +71,8 @@ pub fn placement_of(job_name: &str, record: Option<&AdmissionRecord>) -> Placeme
 
 /// Renders the workload of `job` with `opts` (its placement, the GPUs of DRA claim templates);
 /// the runtime's pod-group markers are never added, since trainyard gang-schedules. With
-/// `gang_api`, a placed gang's pods also join kube-scheduler's pod group for it, and its Workload
-/// and PodGroup are rendered too.
+/// `gang_api`, the pods of a placed gang of two or more also join kube-scheduler's pod group for
+/// it, and its Workload and PodGroup are rendered too.
 pub fn render(
     job: &bridge::TrainJob,
     runtime: &bridge::TrainingRuntime,
@@ -116,7 +116,10 @@ pub fn render(
     };
     let mut workload = workload.expect("rendered objects serialise");
     let mut gang_objects = Vec::new();
-    if let Some(api) = gang_api.filter(|_| placed) {
+    let pods = gang_pods(&workload, &layout);
+    // A gang of one pod is bound whole by its own scheduling; a Workload and PodGroup for it would
+    // be two more writes in every such admission, in turn before its JobSet, for no guarantee.
+    if let Some(api) = gang_api.filter(|_| placed && pods > 1) {
         let (field, link) = api.pod_link(&name);
         let mut templates = gang_pod_templates(&mut workload, &layout);
         let shared = shared_claims(&templates);
@@ -124,13 +127,6 @@ pub fn render(
             template["spec"][field] = link.clone();
         }
         let owner = workload["metadata"]["ownerReferences"][0].clone();
-        let pods = match &layout {
-            GangLayout::JobSet(rjobs) => rjobs.iter().map(|(_, r, p)| r * p).sum(),
-            GangLayout::LeaderWorkerSet { leader_in_gang } => {
-                let size = workload["spec"]["leaderWorkerTemplate"]["size"].as_u64().unwrap_or(1) as u32;
-                if *leader_in_gang { size } else { size.saturating_sub(1) }
-            }
-        };
         gang_objects = api.objects(&namespace, &name, &owner, pods, &shared);
     }
     let hostfile = hostfile.map(|text| {
@@ -149,6 +145,17 @@ pub fn render(
     let mpi = runtime.spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
     let ssh_secret = mpi.then(|| format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX));
     Ok(Rendered { workload, hostfile, layout, gang_objects, ssh_secret })
+}
+
+/// How many pods a rendered workload makes for the gang.
+fn gang_pods(workload: &Value, layout: &GangLayout) -> u32 {
+    match layout {
+        GangLayout::JobSet(rjobs) => rjobs.iter().map(|(_, r, p)| r * p).sum(),
+        GangLayout::LeaderWorkerSet { leader_in_gang } => {
+            let size = workload["spec"]["leaderWorkerTemplate"]["size"].as_u64().unwrap_or(1) as u32;
+            if *leader_in_gang { size } else { size.saturating_sub(1) }
+        }
+    }
 }
 
 /// The claims every gang pod template names by `resourceClaimName` (one object all the gang's

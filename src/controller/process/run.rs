@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::controller::{Action as Requeue, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::{Notify, mpsc};
 use trainyard_bridges::{GANG_LABEL, WorkloadKind};
 use trainyard_policies::PolicyConfig;
@@ -35,9 +35,9 @@ use crate::controller::serving::http::{self, Health};
 use crate::controller::serving::lease::LeaseLock;
 use crate::controller::serving::metrics::Metrics;
 use crate::controller::slurm::poller::SlurmLink;
-use crate::controller::watching::caches::{cache, dynamic_cache, served};
+use crate::controller::watching::caches::{cache, dynamic_cache, served, without_managed_fields};
 use crate::controller::watching::live::Change;
-use crate::controller::watching::planner_views::{pod_view, workload_view};
+use crate::controller::watching::planner_views::{pod_view, slim_pod, workload_view};
 use crate::controller::watching::scheduler_inputs::{Runtimes, intent_of};
 
 /// How the controller runs.
@@ -229,7 +229,7 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     // Gang pods, JobSets and LeaderWorkerSets trigger from the caches the reconciles read.
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel::<ObjectRef<TrainJob>>();
     let pods_by_gang = Arc::new(PodsByGang::default());
-    let (pods, t6) = cache(Api::<Pod>::all(client.clone()), gang.clone(), {
+    let (pods, t6) = cache(Api::<Pod>::all(client.clone()), gang.clone(), slim_pod, {
         let (trigger, seen, by_gang) = (trigger_tx.clone(), SeenViews::default(), pods_by_gang.clone());
         move |pod: &Pod, deleted: bool| {
             by_gang.note(pod, deleted);
@@ -242,7 +242,8 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
             }
         }
     });
-    let (configmaps, t7) = cache(Api::<ConfigMap>::all(client.clone()), gang, |_: &ConfigMap, _| {});
+    let (configmaps, t7) =
+        cache(Api::<ConfigMap>::all(client.clone()), gang, without_managed_fields, |_: &ConfigMap, _| {});
     tokio::spawn(t6);
     tokio::spawn(t7);
     let all = watcher::Config::default();
@@ -351,7 +352,10 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     let jobs_api = Api::<TrainJob>::all(client.clone());
     let trainjobs = quiet_triggers(
         jobs_reader.clone(),
-        kube::runtime::reflector(jobs_writer, watcher(jobs_api, watcher::Config::default())),
+        kube::runtime::reflector(
+            jobs_writer,
+            watcher(jobs_api, watcher::Config::default()).modify(without_managed_fields),
+        ),
     );
     let controller = Controller::for_stream(trainjobs, jobs_reader)
         .reconcile_on(tokio_stream_from(trigger_rx))

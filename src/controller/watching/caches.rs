@@ -16,16 +16,18 @@ use serde::de::DeserializeOwned;
 /// object the watch brought (and whether it was deleted), after the cache holds it: a reconcile triggered from there reads a
 /// cache at least as new as its trigger (a second watch for triggers could run ahead of it, and
 /// a reconcile would plan on the state before the change and wait for the next resync).
+/// `slim` cuts each object down to what its readers read (at least the managed fields go).
 pub fn cache<K>(
     api: Api<K>,
     config: watcher::Config,
+    slim: fn(&mut K),
     touched: impl Fn(&K, bool) + Send + Sync + 'static,
 ) -> (Store<K>, impl Future<Output = ()> + Send)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let events = watcher(api, config).modify(|o: &mut K| o.meta_mut().managed_fields = None);
+    let events = watcher(api, config).modify(slim);
     (reader.clone(), keep_current(reader, reflector(writer, events), touched))
 }
 
@@ -51,6 +53,11 @@ fn slim_workload(o: &mut DynamicObject) {
     if let Some(spec) = o.data.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
         spec.retain(|k, _| k == "suspend" || k == "replicas");
     }
+}
+
+/// The least every cached object loses: its managed fields, never read.
+pub fn without_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }
 
 /// Drives a reflector's stream with the watch backoff, handing each changed object on once the

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, NodeStatus, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use trainyard_topology::eligibility::{HostAttrs, Taint, TaintEffect};
 use trainyard_topology::sources::k8s_nodes::quantity::{parse_mebibytes, parse_millis, parse_whole};
@@ -112,6 +112,23 @@ impl NodeFacts {
             (_, true) => Some("not ready"),
             _ => None,
         }
+    }
+}
+
+/// What a Node held by the live picture keeps: its labels, spec, and of its status the resources
+/// and the Ready condition, which is all `read_node` reads (again, when the Topology changes).
+/// Image lists, managed fields, annotations, addresses, versions and the other conditions'
+/// messages were most of each of thousands of objects.
+pub fn slim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+    node.metadata.annotations = None;
+    if let Some(s) = node.status.as_mut() {
+        *s = NodeStatus {
+            allocatable: s.allocatable.take(),
+            capacity: s.capacity.take(),
+            conditions: s.conditions.take().map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
+            ..Default::default()
+        };
     }
 }
 
@@ -289,4 +306,48 @@ pub fn pod_requests(spec: &k8s_openapi::api::core::v1::PodSpec, gpu_resource: &s
         }
     }
     effective.saturating_add(&of(spec.overhead.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_slim_node_reads_as_the_whole_one() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "gpu-1", "labels": {"kubernetes.io/hostname": "gpu-1", "rack": "r1"},
+                         "annotations": {"note": "x".repeat(500)}},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                {"key": "dedicated", "value": "ml", "effect": "NoExecute"}]},
+            "status": {
+                "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8"},
+                "allocatable": {"cpu": "63", "memory": "500Gi", "nvidia.com/gpu": "8"},
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "False", "message": "kubelet has sufficient memory"},
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                "nodeInfo": {"machineID": "m", "systemUUID": "s", "bootID": "b", "kernelVersion": "6",
+                             "osImage": "o", "containerRuntimeVersion": "c", "kubeletVersion": "v1.36.2",
+                             "kubeProxyVersion": "", "operatingSystem": "linux", "architecture": "amd64"},
+                "images": [{"names": ["registry/trainer:latest"], "sizeBytes": 1000}],
+            },
+        }))
+        .expect("a node");
+        let levels = Levels::of(&TopologySpec::hosts_only(), &[&node]);
+        let mut slim = node.clone();
+        slim_node(&mut slim);
+        assert_eq!(read_node(&slim, &levels), read_node(&node, &levels));
+        let status = slim.status.as_ref().expect("a status");
+        assert!(status.images.is_none() && status.node_info.is_none() && status.addresses.is_none());
+        assert_eq!(status.conditions.as_ref().map(Vec::len), Some(1), "only Ready is kept");
+        assert!(slim.metadata.annotations.is_none());
+        let mut not_ready = node;
+        not_ready.status.as_mut().unwrap().conditions.as_mut().unwrap()[1].status = "False".into();
+        let mut slim_not_ready = not_ready.clone();
+        slim_node(&mut slim_not_ready);
+        assert_eq!(read_node(&slim_not_ready, &levels), read_node(&not_ready, &levels));
+        assert_ne!(read_node(&slim_not_ready, &levels), read_node(&slim, &levels), "readiness is still read");
+    }
 }

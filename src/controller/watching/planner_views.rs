@@ -1,6 +1,6 @@
 //! Reading cached objects into the planner's views: workloads and pods.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus};
 use serde_json::Value;
 use trainyard_bridges::WorkloadKind;
 
@@ -60,6 +60,25 @@ pub fn pod_view(pod: &Pod) -> PodView {
     }
 }
 
+/// What the reconcilers' cache keeps of a gang pod: its metadata (no managed fields), and of its
+/// spec and status only what [`pod_view`] reads. Containers, volumes and conditions of
+/// thousands of pods were held for nothing.
+pub fn slim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        *spec = PodSpec {
+            scheduling_gates: spec.scheduling_gates.take(),
+            node_selector: spec.node_selector.take(),
+            node_name: spec.node_name.take(),
+            resource_claims: spec.resource_claims.take(),
+            ..Default::default()
+        };
+    }
+    if let Some(status) = pod.status.as_mut() {
+        *status = PodStatus { resource_claim_statuses: status.resource_claim_statuses.take(), ..Default::default() };
+    }
+}
+
 fn pod_claims(pod: &Pod) -> Vec<PodClaim> {
     let made = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.as_ref());
     let spec = pod.spec.as_ref().and_then(|s| s.resource_claims.as_ref());
@@ -94,5 +113,37 @@ mod tests {
         assert_eq!(v.jobs_status[0].succeeded, 1);
         let lws = json!({"spec": {"replicas": 0}});
         assert!(workload_view(WorkloadKind::LeaderWorkerSet, &lws).suspended);
+    }
+
+    #[test]
+    fn a_slim_pod_reads_as_the_whole_one() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "tj-node-0-0", "namespace": "ml", "labels": {"trainyard.dev/gang": "tj"},
+                         "creationTimestamp": "2026-12-07T06:00:00Z",
+                         "managedFields": [{"manager": "kube-controller-manager", "operation": "Update"}]},
+            "spec": {
+                "containers": [{"name": "node", "image": "trainer", "env": [{"name": "PET_NNODES", "value": "4"}]}],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "schedulingGates": [{"name": "trainyard.dev/topology"}],
+                "nodeSelector": {"rack": "r1"},
+                "nodeName": "gpu-1",
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}],
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [{"type": "PodScheduled", "status": "False", "message": "gated"}],
+                "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "tj-node-0-0-gpu-x"}],
+            },
+        }))
+        .expect("a pod");
+        let mut slim = pod.clone();
+        slim_pod(&mut slim);
+        assert_eq!(pod_view(&slim), pod_view(&pod));
+        assert_eq!(pod_view(&slim).claims[0].claim.as_deref(), Some("tj-node-0-0-gpu-x"));
+        let spec = slim.spec.as_ref().expect("a spec");
+        assert!(spec.containers.is_empty() && spec.volumes.is_none() && spec.tolerations.is_none());
+        assert!(slim.metadata.managed_fields.is_none());
+        assert_eq!(slim.metadata.labels, pod.metadata.labels);
     }
 }

@@ -15,13 +15,15 @@ use serde::de::DeserializeOwned;
 use tokio::sync::{Notify, mpsc};
 
 use crate::api::{ClusterTrainingRuntime, Queue, Topology, TrainJob, TrainingRuntime};
+use crate::controller::watching::caches::without_managed_fields;
+use crate::controller::watching::facts::slim_node;
 use crate::controller::watching::live::{Change, DraChange};
 use crate::controller::watching::scheduler_inputs::Runtimes;
 
 /// Starts one watch per kind the loop follows; events go to `tx` in the order each watch
 /// delivers them (a full channel slows the watch down, it never drops an event).
 pub fn spawn(client: &Client, tx: &mpsc::Sender<Change>) {
-    forward(Api::<Node>::all(client.clone()), tx.clone(), |e| Change::Node(Box::new(e)));
+    forward_slim(Api::<Node>::all(client.clone()), tx.clone(), |e| Change::Node(Box::new(e)), slim_node);
     forward(Api::<Pod>::all(client.clone()), tx.clone(), |e| Change::Pod(Box::new(e)));
     forward(Api::<TrainJob>::all(client.clone()), tx.clone(), |e| Change::Job(Box::new(e)));
     forward(Api::<Queue>::all(client.clone()), tx.clone(), |e| Change::Queue(Box::new(e)));
@@ -40,14 +42,23 @@ pub fn spawn_devices(client: &Client, tx: &mpsc::Sender<Change>) {
     forward(Api::<ResourceClaim>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Claim(e))));
 }
 
+/// Forwards a kind's events without the objects' managed fields, which are never read and were a
+/// large share of every object held.
 fn forward<K>(api: Api<K>, tx: mpsc::Sender<Change>, wrap: fn(watcher::Event<K>) -> Change)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    forward_slim(api, tx, wrap, without_managed_fields);
+}
+
+/// Forwards a kind's events with each object cut down by `slim` to what the loop reads of it.
+fn forward_slim<K>(api: Api<K>, tx: mpsc::Sender<Change>, wrap: fn(watcher::Event<K>) -> Change, slim: fn(&mut K))
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     tokio::spawn(async move {
-        // Managed fields are never read, and were a large share of every object held.
         let mut events = watcher(api, watcher::Config::default())
-            .modify(|o: &mut K| o.meta_mut().managed_fields = None)
+            .modify(slim)
             .backoff(crate::controller::process::retry::WatchBackoff::default())
             .boxed();
         while let Some(event) = events.next().await {

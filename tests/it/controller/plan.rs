@@ -312,6 +312,18 @@ fn with_the_gang_api_the_pod_group_is_applied_before_the_jobset_and_pods_join_it
 }
 
 #[test]
+fn a_gang_of_one_pod_gets_no_pod_group() {
+    use trainyard::controller::acting::gang_api::GangApi;
+    let mut w = World::new(with_finalizer(job(&TORCH_JOB.replace("numNodes: 3", "numNodes: 1"))), TORCH_RUNTIME);
+    w.gang_api = Some(GangApi::V1alpha2);
+    w.decision = Some(Decision::Admit(record(&[("host-a", 1)])));
+    let actions = w.plan();
+    assert_eq!(names(&actions), vec!["RecordAdmission", "Event Admitted", "Apply JobSet", "Status"]);
+    let Action::Apply(jobset) = &actions[2] else { unreachable!() };
+    assert!(!jobset.to_string().contains("schedulingGroup"), "the pod names no group");
+}
+
+#[test]
 fn a_job_past_its_active_deadline_fails_and_its_jobset_goes() {
     let mut w = admitted_world(&[("host-a", 3)]);
     w.workload = Some(WorkloadView::default());

@@ -371,16 +371,8 @@ impl Live {
         }
     }
 
-    fn apply_node(&mut self, mut node: Arc<Node>, now: u64) -> Vec<Note> {
+    fn apply_node(&mut self, node: Arc<Node>, now: u64) -> Vec<Note> {
         let name = node.metadata.name.clone().unwrap_or_default();
-        // Image lists and managed fields are most of a Node object and never read.
-        if node.status.as_ref().is_some_and(|s| s.images.is_some()) || node.metadata.managed_fields.is_some() {
-            let n = Arc::make_mut(&mut node);
-            n.metadata.managed_fields = None;
-            if let Some(s) = n.status.as_mut() {
-                s.images = None;
-            }
-        }
         let mut view = read_node(&node, &self.levels);
         // A node whose GPUs come through DRA alone advertises none as an extended resource.
         if let (crate::controller::watching::facts::NodeView::Member(facts), Some(&gpus)) =
