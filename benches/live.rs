@@ -132,6 +132,7 @@ fn main() -> Result<(), String> {
         policy_name: "bench".into(),
         topology: "default".into(),
         slurm_configured: false,
+        binders: trainyard::controller::acting::binders::BinderSupport::ANY,
     };
 
     let started = Instant::now();
@@ -184,6 +185,7 @@ fn main() -> Result<(), String> {
             pods: &[],
             mode: Mode::Standalone,
             gang_api: None,
+            default_binder: None,
             now: &stamp,
             slurm: None,
             arrival: None,

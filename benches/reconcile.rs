@@ -67,6 +67,7 @@ fn inputs<'a>(
         pods: &[],
         mode,
         gang_api: None,
+        default_binder: None,
         now,
         slurm: None,
         arrival: None,
@@ -188,6 +189,7 @@ fn main() -> Result<(), String> {
             run_runtime,
             kind,
             RenderOptions { placement: workload_objects::placement_of("", None), ..Default::default() },
+            None,
             None,
         );
         rendered.is_ok_and(|r| r.workload["kind"] == "JobSet")

@@ -19,6 +19,10 @@ Every *.job.yaml document (a `trainyard sweep --k8s-indexed-job` golden) must
   - for an Indexed Job, carry what the API server would also demand: completions set,
     restartPolicy Never with backoffLimitPerIndex, every volumeMount naming a volume, and every
     ConfigMap item a key of the ConfigMap of that name in the same file.
+A PodGroup beside a JobSet (a binder's gang object in a `trainyard render --binder` golden) must
+  - match its binder's published spec (scripts/podgroup_schemas.py: scheduler-plugins, Volcano, KAI);
+  - be named by every gang pod template of the file's JobSets (the label or annotation of its binder),
+    with minMember equal to those templates' pods.
 Both kinds have their metadata checked strictly as Kubernetes ObjectMeta. A ConfigMap beside them
 (an MPI hostfile in a `trainyard render` golden) must be a strict v1 ConfigMap.
 Prints "OK: N objects", or one line per problem (file: path: message) and exits 1.
@@ -31,6 +35,7 @@ import jsonschema
 import kubernetes_validate
 import yaml
 from kubeflow_trainer_api.models import JobsetV1alpha2JobSet
+from podgroup_schemas import BY_API_VERSION as POD_GROUP_SCHEMAS, POD_LINKS
 
 K8S_VERSION = "1.34"
 JOBSET_API = ("jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -259,6 +264,41 @@ def check_lws(doc):
     return problems
 
 
+def gang_templates(jobsets):
+    """(path, pod template, pods) of every replicated job of the file's JobSets."""
+    for d in jobsets:
+        for i, rjob in enumerate((d.get("spec") or {}).get("replicatedJobs") or []):
+            job = (rjob.get("template") or {}).get("spec") or {}
+            pods = (rjob.get("replicas") or 1) * (job.get("parallelism") or 1)
+            yield f"spec.replicatedJobs[{i}].template.spec.template", job.get("template") or {}, pods
+
+
+def check_pod_group(doc, docs):
+    schema = POD_GROUP_SCHEMAS.get(doc.get("apiVersion"))
+    if schema is None:
+        return [("apiVersion", f"is {doc.get('apiVersion')!r}, not a binder trainyard writes for")]
+    problems = check_metadata(doc)
+    validator = jsonschema.Draft202012Validator(schema)
+    for err in sorted(validator.iter_errors(doc), key=lambda e: list(map(str, e.path))):
+        problems.append((path_of("", err.path), err.message))
+    where, key = POD_LINKS[doc["apiVersion"]]
+    name = (doc.get("metadata") or {}).get("name")
+    jobsets = [d for d in docs if isinstance(d, dict) and d.get("kind") == "JobSet"]
+    members = 0
+    for path, template, pods in gang_templates(jobsets):
+        linked = ((template.get("metadata") or {}).get(where) or {}).get(key)
+        if linked is None:
+            continue
+        if linked != name:
+            problems.append((path, f"{where}[{key!r}] names {linked!r}, not this PodGroup {name!r}"))
+        members += pods
+    if members == 0:
+        problems.append(("metadata.name", f"no pod template of the file's JobSets names PodGroup {name!r}"))
+    elif (doc.get("spec") or {}).get("minMember") != members:
+        problems.append(("spec.minMember", f"is {(doc.get('spec') or {}).get('minMember')!r}, the linked templates make {members} pods"))
+    return problems
+
+
 def check_job(doc, config_maps):
     """A strict batch/v1 Job; for an Indexed one, the rules the schema cannot say (API server validation)."""
     problems = check_kind(doc, JOB_API) + k8s_validate(doc, "as a batch/v1 Job", lambda keys: path_of("", keys))
@@ -324,6 +364,8 @@ def main(argv):
             checked += 1
             if doc.get("kind") == "ConfigMap":
                 found = k8s_validate(doc, "v1 ConfigMap", lambda keys: path_of("", keys))
+            elif doc.get("kind") == "PodGroup":
+                found = check_pod_group(doc, docs)
             else:
                 found = check(doc)
             problems += [f"{where}: {show(path)}: {message}" for path, message in found]

@@ -55,12 +55,19 @@ step "Python tools for the manifest checks (scripts/python-env.sh)"
 py=$(bash scripts/python-env.sh)
 echo "$py"
 
-step "rendered JobSets, LeaderWorkerSets and the sweep's Indexed Job against the upstream schemas"
+step "rendered JobSets, LeaderWorkerSets, binder PodGroups and the sweep's Indexed Job against the upstream schemas"
 "$py" scripts/check_workloads.py bridges/tests/golden tests/golden/render tests/golden/sweep
 if "$py" scripts/check_workloads.py scripts/testdata/workloads >/dev/null; then
   echo "check_workloads.py accepted scripts/testdata/workloads/bad.job.yaml" >&2
   exit 1
 fi
+bad_groups=$("$py" scripts/check_workloads.py scripts/testdata/podgroups || true)
+for want in "minAvailable' was unexpected" "'strict' is not one of" "the linked templates make 4 pods"; do
+  if ! grep -qF "$want" <<<"$bad_groups"; then
+    echo "check_workloads.py did not report \"$want\" in scripts/testdata/podgroups/bad.jobset.yaml" >&2
+    exit 1
+  fi
+done
 
 step "trainyard's CRDs are structural; the Kubernetes examples and fixtures obey them"
 "$py" scripts/check_examples.py charts/trainyard/crds,charts/trainer-crds/crds examples/kubernetes/*.yaml examples/slurm/*.yaml bridges/tests/fixtures/*.yaml tests/fixtures/render/*.yaml

@@ -34,6 +34,29 @@ pub enum DraCommitArg {
     Allocate,
 }
 
+/// The scheduler that binds gang pods, when it is not kube-scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BinderArg {
+    /// scheduler-plugins' coscheduling: a `scheduling.x-k8s.io` PodGroup per gang.
+    Coscheduling,
+    /// Volcano: a `scheduling.volcano.sh` PodGroup per gang.
+    Volcano,
+    /// NVIDIA's KAI scheduler: a `scheduling.run.ai` PodGroup per gang.
+    Kai,
+}
+
+impl BinderArg {
+    /// The binder it names.
+    pub fn kind(self) -> trainyard::controller::acting::binders::BinderKind {
+        use trainyard::controller::acting::binders::BinderKind;
+        match self {
+            BinderArg::Coscheduling => BinderKind::Coscheduling,
+            BinderArg::Volcano => BinderKind::Volcano,
+            BinderArg::Kai => BinderKind::Kai,
+        }
+    }
+}
+
 /// Log line format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -66,6 +89,11 @@ pub struct ControllerArgs {
     /// trainyard picked) or allocate (trainyard writes the devices it chose).
     #[arg(long, value_enum, default_value = "delegate")]
     pub dra_commit: DraCommitArg,
+    /// The scheduler that binds gang pods when it is not kube-scheduler (standalone mode): each
+    /// gang also gets that binder's PodGroup, and its pods its marker and scheduler name. A
+    /// runtime's `podGroupPolicy` (coscheduling or volcano) wins over it.
+    #[arg(long, value_enum, value_name = "BINDER")]
+    pub binder: Option<BinderArg>,
     /// Seconds an admitted gang may take for every pod to be bound to its node before it is
     /// stopped and queued again (0: no limit).
     #[arg(long, default_value_t = 600, value_name = "SECONDS")]
@@ -184,6 +212,7 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
         topology: args.topology.clone(),
         cycle: Duration::from_secs_f64(args.cycle),
         workers: args.workers,
+        binder: args.binder.map(BinderArg::kind),
         metrics_bind: args.metrics_bind,
         health_bind: args.health_bind,
         lease: args.leader_elect.then(|| LeaseLock {

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use kube::ResourceExt;
 use trainyard::api::{QUEUE_LABEL, Queue, SlurmTarget, TrainJob};
+use trainyard::controller::acting::binders::binder_of;
 use trainyard::controller::acting::workload_objects;
 use trainyard::controller::deciding::intent::{IntentContext, Problem};
 use trainyard::controller::deciding::plan::{Mode, companion_patch};
@@ -68,6 +69,10 @@ pub struct RenderArgs {
     /// Trainer v2.4 reads it.
     #[arg(long, value_name = "FILE")]
     pub claim_templates: Option<PathBuf>,
+    /// The scheduler that binds the gang's pods when it is not kube-scheduler (standalone mode):
+    /// also print its PodGroup, and mark the pods for it. A runtime's `podGroupPolicy` wins.
+    #[arg(long, value_enum, value_name = "BINDER")]
+    pub binder: Option<crate::controller_cmd::BinderArg>,
     /// The extended resource counted as the accelerator, as the Topology's `gpuResource`
     /// (`google.com/tpu` for TPU chips).
     #[arg(long, default_value = trainyard_topology::sources::k8s_nodes::DEFAULT_GPU_RESOURCE, value_name = "NAME")]
@@ -236,7 +241,10 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         None => BTreeMap::new(),
     };
     let opts = trainyard_bridges::RenderOptions { placement, claim_gpus, ..Default::default() };
-    let rendered = workload_objects::render(&bridge_job, runtime, intent.kind, opts, None)
+    let binder =
+        binder_of(&runtime.spec, runtime.metadata.name.as_deref().unwrap_or_default(), args.binder.map(|b| b.kind()))
+            .filter(|_| args.mode == ModeArg::Standalone);
+    let rendered = workload_objects::render(&bridge_job, runtime, intent.kind, opts, None, binder.as_ref())
         .map_err(|e| anyhow::anyhow!("{file}: {e}"))?;
     let mut bindings = Vec::new();
     if let Some(r) = &record {
@@ -261,7 +269,9 @@ pub fn run(args: &RenderArgs) -> Result<()> {
             })]
         }
         (Mode::Companion, None) => bail!("--mode companion needs --topology: the patch carries the placement"),
-        (Mode::Standalone, _) => std::iter::once(rendered.workload.clone()).chain(rendered.hostfile.clone()).collect(),
+        (Mode::Standalone, _) => {
+            rendered.binder_group.iter().chain([&rendered.workload]).chain(rendered.hostfile.iter()).cloned().collect()
+        }
     };
     let pods = layout_pods(&rendered.layout, &rendered.workload);
     print(&Rendering { comments, record, bindings, body: Body::Objects { objects, pods } }, args.output)

@@ -6,6 +6,7 @@ mod admission;
 mod api;
 mod apiserver_restart;
 mod bad_input;
+mod binders;
 mod chart;
 mod dra;
 mod invariants;
@@ -122,6 +123,11 @@ pub const ALL: &[Scenario] = &[
         run: runner!(dra::allocate),
     },
     Scenario {
+        name: "binders",
+        about: "coscheduling and Volcano PodGroups made with the gang, its pods marked, removed when it ends or is suspended; an unserved binder named",
+        run: runner!(binders::run),
+    },
+    Scenario {
         name: "api",
         about: "the researcher API over TLS with the real TokenReview and SubjectAccessReview",
         run: runner!(api::run),
@@ -192,6 +198,8 @@ const KINDS: &[(&str, &str)] = &[
     ("resource.k8s.io/v1", "ResourceSlice"),
     ("scheduling.k8s.io/v1alpha2", "PodGroup"),
     ("scheduling.k8s.io/v1alpha2", "Workload"),
+    ("scheduling.x-k8s.io/v1alpha1", "PodGroup"),
+    ("scheduling.volcano.sh/v1beta1", "PodGroup"),
 ];
 
 /// Leaves the cluster as a scenario found it even when it failed half-way: every scenario

@@ -135,7 +135,7 @@ fn admit_and_render(job_text: &str, job_source: &str, runtimes: &Runtimes) -> Ve
         Err(e) => return Verdict::Broken(format!("an admitted TrainJob does not convert: {e}")),
     };
     let opts = trainyard_bridges::RenderOptions::default();
-    match workload_objects::render(&bridge_job, runtime, intent.kind, opts, None) {
+    match workload_objects::render(&bridge_job, runtime, intent.kind, opts, None, None) {
         Ok(_) => Verdict::Accepted,
         Err(e) => Verdict::Refused(format!("field {}: {e}", e.field())),
     }

@@ -8,6 +8,7 @@ use trainyard_bridges::{
 };
 
 use crate::controller::acting::admission_record::AdmissionRecord;
+use crate::controller::acting::binders::{Binder, BinderKind, KAI_SKIP_GROUPER, QueueHints, SCHEDULER_NAME_ANNOTATION};
 use crate::controller::acting::gang_api::GangApi;
 use crate::controller::deciding::pod_bindings::GangLayout;
 
@@ -22,6 +23,8 @@ pub struct Rendered {
     pub layout: GangLayout,
     /// kube-scheduler's Workload and PodGroup for the gang (when the server has the API).
     pub gang_objects: Vec<Value>,
+    /// The PodGroup of the cluster's own binder, when the gang has one.
+    pub binder_group: Option<Value>,
     /// The SSH key Secret its pods mount (MPI runtimes).
     pub ssh_secret: Option<String>,
 }
@@ -71,14 +74,16 @@ pub fn placement_of(job_name: &str, record: Option<&AdmissionRecord>) -> Placeme
 
 /// Renders the workload of `job` with `opts` (its placement, the GPUs of DRA claim templates);
 /// the runtime's pod-group markers are never added, since trainyard gang-schedules. With
-/// `gang_api`, the pods of a placed gang of two or more also join kube-scheduler's pod group for
-/// it, and its Workload and PodGroup are rendered too.
+/// `binder`, the gang's pods join that binder's PodGroup, rendered too; else, with `gang_api`, the
+/// pods of a placed gang of two or more join kube-scheduler's pod group for it, and its Workload
+/// and PodGroup are rendered too.
 pub fn render(
     job: &bridge::TrainJob,
     runtime: &bridge::TrainingRuntime,
     kind: WorkloadKind,
     opts: RenderOptions,
     gang_api: Option<GangApi>,
+    binder: Option<&Binder>,
 ) -> Result<Rendered, RenderError> {
     let placed = opts.placement != Placement::Unplaced;
     let opts = RenderOptions { pod_group_markers: false, ..opts };
@@ -116,17 +121,38 @@ pub fn render(
     };
     let mut workload = workload.expect("rendered objects serialise");
     let mut gang_objects = Vec::new();
+    let mut binder_group = None;
     let pods = gang_pods(&workload, &layout);
-    // A gang of one pod is bound whole by its own scheduling; a Workload and PodGroup for it would
-    // be two more writes in every such admission, in turn before its JobSet, for no guarantee.
-    if let Some(api) = gang_api.filter(|_| placed && pods > 1) {
+    let owner = workload["metadata"]["ownerReferences"][0].clone();
+    if let Some(binder) = binder {
+        // The binder that binds the pods holds them by its own group; kube-scheduler's would
+        // name a scheduler that does not bind them.
+        let hints = QueueHints::of(&workload["metadata"], &job.metadata.annotations, &job.metadata.labels);
+        let scheduler = job
+            .metadata
+            .annotations
+            .get(SCHEDULER_NAME_ANNOTATION)
+            .map(String::as_str)
+            .filter(|s| !s.trim().is_empty());
+        if binder.kind == BinderKind::Kai {
+            workload["metadata"]["annotations"][KAI_SKIP_GROUPER] = json!("true");
+        }
+        let mut templates = gang_pod_templates(&mut workload, &layout);
+        for (template, _) in &mut templates {
+            binder.mark_pod(template, &name, scheduler, &hints);
+        }
+        let counted: Vec<(&Value, u32)> = templates.iter().map(|(t, n)| (&**t, *n)).collect();
+        binder_group = Some(binder.pod_group(&namespace, &name, &owner, &counted, &hints));
+    } else if let Some(api) = gang_api.filter(|_| placed && pods > 1) {
+        // A gang of one pod is bound whole by its own scheduling; a Workload and PodGroup for it
+        // would be two more writes in every such admission, in turn before its JobSet, for no
+        // guarantee.
         let (field, link) = api.pod_link(&name);
         let mut templates = gang_pod_templates(&mut workload, &layout);
         let shared = shared_claims(&templates);
-        for template in &mut templates {
+        for (template, _) in &mut templates {
             template["spec"][field] = link.clone();
         }
-        let owner = workload["metadata"]["ownerReferences"][0].clone();
         gang_objects = api.objects(&namespace, &name, &owner, pods, &shared);
     }
     let hostfile = hostfile.map(|text| {
@@ -144,7 +170,7 @@ pub fn render(
     });
     let mpi = runtime.spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
     let ssh_secret = mpi.then(|| format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX));
-    Ok(Rendered { workload, hostfile, layout, gang_objects, ssh_secret })
+    Ok(Rendered { workload, hostfile, layout, gang_objects, binder_group, ssh_secret })
 }
 
 /// How many pods a rendered workload makes for the gang.
@@ -160,7 +186,7 @@ fn gang_pods(workload: &Value, layout: &GangLayout) -> u32 {
 
 /// The claims every gang pod template names by `resourceClaimName` (one object all the gang's
 /// pods share), as `{name, resourceClaimName}`.
-fn shared_claims(templates: &[&mut Value]) -> Vec<Value> {
+fn shared_claims(templates: &[(&mut Value, u32)]) -> Vec<Value> {
     let by_name = |t: &Value| -> Vec<Value> {
         t["spec"]["resourceClaims"]
             .as_array()
@@ -170,36 +196,46 @@ fn shared_claims(templates: &[&mut Value]) -> Vec<Value> {
             .map(|c| json!({"name": c["name"], "resourceClaimName": c["resourceClaimName"]}))
             .collect()
     };
-    let Some((first, rest)) = templates.split_first() else { return Vec::new() };
+    let Some(((first, _), rest)) = templates.split_first() else { return Vec::new() };
     let mut shared = by_name(first);
-    for t in rest {
+    for (t, _) in rest {
         let theirs = by_name(t);
         shared.retain(|c| theirs.contains(c));
     }
     shared
 }
 
-/// The pod templates of the gang's pods inside a rendered workload.
-fn gang_pod_templates<'a>(workload: &'a mut Value, layout: &GangLayout) -> Vec<&'a mut Value> {
+/// The pod templates of the gang's pods inside a rendered workload, each with how many pods it
+/// makes.
+fn gang_pod_templates<'a>(workload: &'a mut Value, layout: &GangLayout) -> Vec<(&'a mut Value, u32)> {
     match layout {
         GangLayout::JobSet(rjobs) => {
-            let names: Vec<&str> = rjobs.iter().map(|(n, ..)| n.as_str()).collect();
+            let counts: std::collections::BTreeMap<&str, u32> =
+                rjobs.iter().map(|(n, r, p)| (n.as_str(), r * p)).collect();
             workload["spec"]["replicatedJobs"]
                 .as_array_mut()
                 .map(|list| {
                     list.iter_mut()
-                        .filter(|r| names.contains(&r["name"].as_str().unwrap_or_default()))
-                        .map(|r| &mut r["template"]["spec"]["template"])
+                        .filter_map(|r| {
+                            let count = *counts.get(r["name"].as_str().unwrap_or_default())?;
+                            Some((&mut r["template"]["spec"]["template"], count))
+                        })
                         .collect()
                 })
                 .unwrap_or_default()
         }
         GangLayout::LeaderWorkerSet { leader_in_gang } => {
             let template = &mut workload["spec"]["leaderWorkerTemplate"];
+            let size = (template["size"].as_u64().unwrap_or(1) as u32).max(1);
             let Some(map) = template.as_object_mut() else { return vec![] };
+            // Without a leader template, the leader is made from the worker template.
+            let workers = if map.contains_key("leaderTemplate") || !*leader_in_gang { size - 1 } else { size };
             map.iter_mut()
-                .filter(|(k, _)| k.as_str() == "workerTemplate" || (*leader_in_gang && k.as_str() == "leaderTemplate"))
-                .map(|(_, v)| v)
+                .filter_map(|(k, v)| match k.as_str() {
+                    "workerTemplate" => Some((v, workers)),
+                    "leaderTemplate" if *leader_in_gang => Some((v, 1)),
+                    _ => None,
+                })
                 .collect()
         }
     }

@@ -10,6 +10,7 @@ use trainyard_topology::{GangShape, TopologyRequest};
 use std::collections::BTreeMap;
 
 use crate::api::{PRIORITY_CLASS_LABEL, QUEUE_LABEL, REQUIRED_TOPOLOGY, RUNTIME_ESTIMATE_ANNOTATION, SlurmTarget};
+use crate::controller::acting::binders::BinderSupport;
 
 /// Annotation choosing how an admission reaches the pods: `pods` (default: each pod gated and bound
 /// to its host) or `domain` (a node selector on the required level's domain; kube-scheduler picks hosts).
@@ -79,6 +80,8 @@ pub struct IntentContext<'a> {
     pub slurm_queues: &'a BTreeMap<String, SlurmTarget>,
     /// Whether this controller has a Slurm cluster to run them on.
     pub slurm_configured: bool,
+    /// The binders the API server serves, and the cluster's default.
+    pub binders: BinderSupport,
 }
 
 /// No Slurm queues.
@@ -87,7 +90,13 @@ static NO_SLURM_QUEUES: BTreeMap<String, SlurmTarget> = BTreeMap::new();
 impl<'a> IntentContext<'a> {
     /// A context for a Kubernetes-only controller.
     pub fn new(policy: &'a PolicyConfig, gpu_resource: &'a str) -> IntentContext<'a> {
-        IntentContext { policy, gpu_resource, slurm_queues: &NO_SLURM_QUEUES, slurm_configured: false }
+        IntentContext {
+            policy,
+            gpu_resource,
+            slurm_queues: &NO_SLURM_QUEUES,
+            slurm_configured: false,
+            binders: BinderSupport::ANY,
+        }
     }
 }
 
@@ -120,6 +129,9 @@ pub fn gang_intent(
     let runtime_name = runtime.metadata.name.clone().unwrap_or_default();
     let kind = workload_kind(&runtime.metadata, &runtime_name)
         .map_err(|e| Problem::new("RuntimeNotSupported", "spec.runtimeRef.name", e.to_string(), true))?;
+    if let Some((field, message)) = ctx.binders.problem(&runtime.spec, &runtime_name) {
+        return Err(Problem::new("BinderNotServed", field, message, false));
+    }
     let jobset = render::render_jobset(job, &runtime.spec, &RenderOptions::default())
         .map_err(|e| Problem::new("InvalidSpec", render_error_field(&e), e.to_string(), true))?;
     let (shape, hosts) =

@@ -101,6 +101,7 @@ pub async fn run(ctx: Arc<Ctx>, mut rx: mpsc::Receiver<Change>, links: Links, dr
         topology: ctx.settings.topology.clone(),
         slurm_configured: ctx.settings.slurm.is_some()
             && ctx.settings.mode == crate::controller::deciding::plan::Mode::Standalone,
+        binders: ctx.binders(),
     };
     let history = history_of(initial.jobs.values().map(|job| &**job));
     let (mut live, notes) = match Live::start(initial, settings, now_s()) {

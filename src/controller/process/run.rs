@@ -26,6 +26,7 @@ use super::triggers::{PodsByGang, SeenViews, gang_of, object_key, owning_trainjo
 use crate::api::queue::QueueStatus;
 use crate::api::{ClusterTrainingRuntime, SlurmTarget, TrainJob, TrainingRuntime};
 use crate::controller::acting::actor::{ActError, Actor, api_resource};
+use crate::controller::acting::binders::{BinderKind, BinderSupport};
 use crate::controller::acting::gang_api::GangApi;
 use crate::controller::acting::status_writer::StatusWriter;
 use crate::controller::deciding::intent::IntentContext;
@@ -71,6 +72,8 @@ pub struct Settings {
     pub start_timeout: Option<u64>,
     /// The researcher API, when it is served.
     pub api: Option<ApiServing>,
+    /// The binder of gangs whose runtime names none (standalone mode).
+    pub binder: Option<BinderKind>,
 }
 
 /// Where and how the researcher API (`trainyard.v1`) is served.
@@ -116,6 +119,8 @@ pub struct RenderInputs {
 pub struct Ctx {
     pub(crate) settings: Settings,
     gang_api: Option<GangApi>,
+    /// The binders the API server serves, and the default, as last looked for.
+    pub(crate) binders: Mutex<BinderSupport>,
     actor: Actor,
     /// The scheduling loop's current decision per TrainJob (`namespace/name`), with the uid of
     /// the TrainJob it is about.
@@ -151,6 +156,35 @@ impl Ctx {
     pub(crate) fn actor(&self) -> &Actor {
         &self.actor
     }
+
+    /// The binders as last looked for.
+    pub(crate) fn binders(&self) -> BinderSupport {
+        *self.binders.lock().expect("lock")
+    }
+}
+
+/// How often the binders' PodGroup kinds are looked for again: an administrator who installs a
+/// binder's CRDs sees the TrainJobs waiting for it admitted without restarting trainyard.
+const BINDERS_LOOK_AGAIN: Duration = Duration::from_secs(30);
+
+/// Looks for the binders again every [`BINDERS_LOOK_AGAIN`]; a change goes to the reconcilers
+/// (through `ctx`) and to the scheduling loop, whose TrainJobs are read again.
+async fn follow_binders(client: Client, ctx: Arc<Ctx>, tx: mpsc::Sender<Change>) {
+    let mut tick = tokio::time::interval(BINDERS_LOOK_AGAIN);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let current = ctx.binders();
+        let now = BinderSupport::new(current.default, &discover_binders(&client).await);
+        if now == current {
+            continue;
+        }
+        tracing::info!(served = ?BinderKind::ALL.iter().filter(|b| now.serves(**b)).map(|b| b.name()).collect::<Vec<_>>(), "binders changed");
+        *ctx.binders.lock().expect("lock") = now;
+        if tx.send(Change::Binders(now)).await.is_err() {
+            return;
+        }
+    }
 }
 
 /// The gang API version the server offers, by a versioned discovery of `scheduling.k8s.io` (the
@@ -162,6 +196,18 @@ async fn discover_gang_api(client: &Client) -> Option<GangApi> {
         .map(|v| (v.to_string(), group.versioned_resources(v).into_iter().map(|(ar, _)| ar.plural).collect()))
         .collect();
     GangApi::pick(&served)
+}
+
+/// The binders whose PodGroup the server serves (a list of one object each).
+async fn discover_binders(client: &Client) -> Vec<BinderKind> {
+    let mut served_kinds = Vec::new();
+    for kind in BinderKind::ALL {
+        let gvk = kube::api::GroupVersionKind::gvk(kind.group(), kind.version(), "PodGroup");
+        if served(client, &kube::api::ApiResource::from_gvk_with_plural(&gvk, "podgroups")).await {
+            served_kinds.push(kind);
+        }
+    }
+    served_kinds
 }
 
 /// Whether the server serves `resource.k8s.io/v1` ResourceSlices (DRA, GA since 1.34).
@@ -282,6 +328,11 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
 
     let gang_api = discover_gang_api(&client).await;
     tracing::info!(version = gang_api.map(GangApi::version), "scheduling.k8s.io gang API");
+    let served_binders = discover_binders(&client).await;
+    // In companion mode Trainer makes the groups its runtimes name; a default is trainyard's own.
+    let default_binder = settings.binder.filter(|_| settings.mode == Mode::Standalone);
+    let binders = BinderSupport::new(default_binder, &served_binders);
+    tracing::info!(served = ?served_binders.iter().map(|b| b.name()).collect::<Vec<_>>(), default = default_binder.map(BinderKind::name), "binders");
     let status = StatusWriter::default();
     tokio::spawn(status.clone().run(client.clone(), 16));
     let actor = match &settings.slurm {
@@ -292,6 +343,7 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     let workers = settings.workers;
     let ctx = Arc::new(Ctx {
         gang_api,
+        binders: Mutex::new(binders),
         actor,
         inputs: Mutex::new(RenderInputs {
             policy,
@@ -317,6 +369,7 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
         configmaps,
         api_events,
     });
+    tokio::spawn(follow_binders(client.clone(), ctx.clone(), tx.clone()));
     let started = Arc::new(Notify::new());
     let queries = ctx.settings.api.is_some().then_some(queries);
     tokio::spawn(crate::controller::deciding::scheduling_task::run(
@@ -464,6 +517,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         gpu_resource: &gpu_resource,
         slurm_queues: &slurm_queues,
         slurm_configured: ctx.settings.slurm.is_some() && ctx.settings.mode == Mode::Standalone,
+        binders: ctx.binders(),
     };
     let (intent, runtime) = intent_of(&job, &runtimes, &intent_ctx);
     let ns = job.metadata.namespace.clone().unwrap_or_default();
@@ -507,6 +561,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         pods: &pods,
         mode: ctx.settings.mode,
         gang_api: ctx.gang_api,
+        default_binder: ctx.binders().default,
         now: &now,
         slurm: slurm_snapshot.as_deref(),
         arrival,

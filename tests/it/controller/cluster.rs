@@ -187,6 +187,7 @@ fn settings(policy: &str) -> LiveSettings {
         policy_name: "policy.yaml".into(),
         topology: "default".into(),
         slurm_configured: false,
+        binders: trainyard::controller::acting::binders::BinderSupport::ANY,
     }
 }
 

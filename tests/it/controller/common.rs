@@ -83,6 +83,8 @@ pub struct World {
     pub start_timeout: Option<u64>,
     /// What the reconciler found of an MPI gang's SSH key Secret.
     pub ssh_secret: Option<trainyard::controller::deciding::plan::SecretSeen>,
+    /// The binders served and the cluster's default.
+    pub binders: trainyard::controller::acting::binders::BinderSupport,
 }
 
 impl World {
@@ -102,6 +104,7 @@ impl World {
             devices: Default::default(),
             start_timeout: None,
             ssh_secret: None,
+            binders: trainyard::controller::acting::binders::BinderSupport::ANY,
         }
     }
 
@@ -109,6 +112,7 @@ impl World {
         IntentContext {
             slurm_queues: &self.slurm_queues,
             slurm_configured: self.slurm.is_some(),
+            binders: self.binders,
             ..IntentContext::new(policy, "nvidia.com/gpu")
         }
     }
@@ -137,6 +141,7 @@ impl World {
             pods: &self.pods,
             mode: self.mode,
             gang_api: self.gang_api,
+            default_binder: self.binders.default,
             now: &now,
             slurm: self.slurm.as_ref(),
             arrival: self.arrival,

@@ -140,6 +140,7 @@ fn start_with(
         policy_name: "policy.yaml".into(),
         topology: "default".into(),
         slurm_configured: false,
+        binders: trainyard::controller::acting::binders::BinderSupport::ANY,
     };
     Live::start(initial, settings, now).expect("the engine builds").0
 }

@@ -3,6 +3,7 @@
 mod api;
 mod api_cli;
 mod api_world;
+mod binders;
 mod cluster;
 mod common;
 mod dra;

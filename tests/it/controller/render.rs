@@ -323,3 +323,46 @@ fn resource_claims_per_node_reach_the_pods_and_count_their_gpus() {
     assert!(ok, "{err}");
     assert!(out.contains("- name: PET_NPROC_PER_NODE\n                value: \"32\""), "{out}");
 }
+
+#[test]
+fn a_runtime_naming_a_binder_renders_its_pod_group_with_the_gang() {
+    let job = "tests/fixtures/render/gang.trainjob.yaml";
+    let out = golden_render("volcano.jobset.yaml", job, "tests/fixtures/render/volcano.runtime.yaml");
+    assert!(out.contains("apiVersion: scheduling.volcano.sh/v1beta1"), "{out}");
+    assert!(out.contains("queue: research") && out.contains("highestTierAllowed: 2"), "{out}");
+    assert!(out.contains("scheduling.k8s.io/group-name: llm-gang"), "{out}");
+    let out = golden_render("coscheduling.jobset.yaml", job, "tests/fixtures/render/coscheduling.runtime.yaml");
+    assert!(out.contains("apiVersion: scheduling.x-k8s.io/v1alpha1"), "{out}");
+    assert!(out.contains("scheduleTimeoutSeconds: 120"), "{out}");
+    assert!(
+        out.contains("minMember: 4") && out.contains("nvidia.com/gpu: \"32\"") && out.contains("memory: 512Gi"),
+        "the gang's 4 pods and 32 GPUs: {out}"
+    );
+    assert!(out.contains("schedulerName: scheduler-plugins-scheduler"), "{out}");
+}
+
+#[test]
+fn the_binder_flag_serves_runtimes_that_name_none() {
+    let out = golden_render_on(
+        "kai.jobset.yaml",
+        "tests/fixtures/render/sliced.trainjob.yaml",
+        "tests/fixtures/render/torch-gpu.runtime.yaml",
+        CLUSTER,
+        &["--binder", "kai"],
+    );
+    assert!(out.contains("apiVersion: scheduling.run.ai/v2alpha2") && out.contains("minMember: 16"), "{out}");
+    assert!(out.contains("kai.scheduler/skip-podgrouper: \"true\""), "{out}");
+    // A runtime's own podGroupPolicy wins over the flag.
+    let (ok, out, err) = render(&[
+        "-f",
+        &path("tests/fixtures/render/gang.trainjob.yaml"),
+        "--runtime",
+        &path("tests/fixtures/render/volcano.runtime.yaml"),
+        "--binder",
+        "kai",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("scheduling.volcano.sh/v1beta1") && !out.contains("scheduling.run.ai"), "{out}");
+    let (ok, _, err) = render(&["-f", &path(JOB), "--runtime", &path(RUNTIME), "--binder", "yunikorn"]);
+    assert!(!ok && err.contains("yunikorn"), "{err}");
+}

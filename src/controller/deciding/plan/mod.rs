@@ -4,24 +4,29 @@
 //! after any prefix of its steps is finished by the next one without doing anything twice. The
 //! admission record is written first: it is the commit point of a scheduling decision.
 
+mod binder_group;
 mod claims;
+mod companion;
+mod launch;
 mod slurm;
 mod ssh;
 
 pub use claims::{DELETE_PROTECTION, DeviceCommit, allocation_status, claim_metadata, released_status};
+pub use companion::companion_patch;
 pub use slurm::SLURM_REJECTED;
 pub use ssh::{SecretSeen, judge as judge_ssh_secret};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use serde_json::{Value, json};
+use serde_json::Value;
 use trainyard_bridges::WorkloadKind;
 use trainyard_bridges::trainer as bridge;
 
 use crate::api::trainer::JobStatus;
 use crate::api::{ADMISSION_ANNOTATION, FINALIZER, TrainJob};
 use crate::controller::acting::admission_record::AdmissionRecord;
+use crate::controller::acting::binders::BinderKind;
 use crate::controller::acting::gang_api::GangApi;
-use crate::controller::acting::workload_objects::{self, ObjectRef, Rendered};
+use crate::controller::acting::workload_objects::{self, ObjectRef};
 use crate::controller::deciding::conditions::{
     self, ADMITTED, COMPANION_OWNED, COMPLETE, FAILED, NODES_READY, QUEUED, STANDALONE_OWNED, SUSPENDED, Want,
 };
@@ -76,6 +81,8 @@ pub struct Inputs<'a> {
     pub mode: Mode,
     /// kube-scheduler's gang API version, when the server serves it (standalone mode uses it).
     pub gang_api: Option<GangApi>,
+    /// The binder of gangs whose runtime names none (standalone mode).
+    pub default_binder: Option<BinderKind>,
     /// The time to stamp on changed conditions.
     pub now: &'a Time,
     /// The Slurm cluster as last seen, when the controller runs gangs on one.
@@ -260,7 +267,7 @@ impl Planner<'_, '_> {
         let job = self.inp.job.to_bridge().ok()?;
         let placement = workload_objects::placement_of(self.name(), record);
         let opts = trainyard_bridges::RenderOptions { placement, ..Default::default() };
-        workload_objects::render(&job, self.inp.runtime?, self.kind(), opts, None).ok().map(|r| r.layout)
+        workload_objects::render(&job, self.inp.runtime?, self.kind(), opts, None, None).ok().map(|r| r.layout)
     }
 
     fn delete_launched(&mut self) {
@@ -275,6 +282,7 @@ impl Planner<'_, '_> {
                 self.namespace(),
                 self.name(),
             )));
+            self.delete_binder_group();
         }
         if self.inp.hostfile_exists {
             self.actions.push(Action::Delete(workload_objects::hostfile_ref(self.namespace(), self.name())));
@@ -303,10 +311,12 @@ impl Planner<'_, '_> {
         {
             self.jobs_status = Some(w.jobs_status.clone());
             if let Some((reason, message)) = &w.failed {
+                self.delete_binder_group();
                 self.want(Want::new(FAILED, true, reason.clone(), message.clone()), Some(true));
                 return;
             }
             if let Some((reason, message)) = &w.completed {
+                self.delete_binder_group();
                 self.want(Want::new(COMPLETE, true, reason.clone(), message.clone()), Some(false));
                 return;
             }
@@ -446,6 +456,7 @@ impl Planner<'_, '_> {
             match self.kind() {
                 WorkloadKind::JobSet => {
                     self.apply_rendered(record, false);
+                    self.delete_binder_group();
                 }
                 WorkloadKind::LeaderWorkerSet => self.delete_launched(),
             }
@@ -476,55 +487,6 @@ impl Planner<'_, '_> {
         }
         self.want(Want::new(ADMITTED, false, reason, message.clone()), Some(true));
         self.want(Want::new(QUEUED, true, reason, message), None);
-    }
-
-    /// Renders the workload (a render error after admission is reported, never panics).
-    fn render(&mut self, record: Option<&AdmissionRecord>) -> Option<Rendered> {
-        let runtime = self.inp.runtime?;
-        let job = match self.inp.job.to_bridge() {
-            Ok(job) => job,
-            Err(e) => {
-                self.want(Want::new(FAILED, true, "InvalidSpec", e.to_string()), Some(true));
-                return None;
-            }
-        };
-        let placement = workload_objects::placement_of(self.name(), record);
-        let gang_api = if self.standalone() { self.inp.gang_api } else { None };
-        let opts = trainyard_bridges::RenderOptions { placement, ..Default::default() };
-        match workload_objects::render(&job, runtime, self.kind(), opts, gang_api) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                self.want(Want::new(FAILED, true, "InvalidSpec", format!("{}: {e}", e.field())), Some(true));
-                None
-            }
-        }
-    }
-
-    /// Applies the rendered workload; `launch` (not a suspension in place) first makes what its
-    /// pods mount, the MPI hostfile and SSH key Secret, so that no pod waits for a volume.
-    fn apply_rendered(&mut self, record: Option<&AdmissionRecord>, launch: bool) -> Option<Rendered> {
-        let rendered = self.render(record)?;
-        if launch {
-            if let Some(secret) = &rendered.ssh_secret {
-                match self.inp.ssh_secret {
-                    Some(SecretSeen::Absent) => self.actions.push(Action::CreateSshSecret { name: secret.clone() }),
-                    // An earlier TrainJob's key is still being collected: launch once it is gone.
-                    Some(SecretSeen::Previous) => return None,
-                    _ => {}
-                }
-            }
-            if !self.inp.hostfile_exists
-                && let Some(cm) = &rendered.hostfile
-            {
-                self.actions.push(Action::Apply(cm.clone()));
-            }
-        }
-        // The pod group must exist before its pods do, or kube-scheduler does not count them.
-        for object in &rendered.gang_objects {
-            self.actions.push(Action::Apply(object.clone()));
-        }
-        self.actions.push(Action::Apply(rendered.workload.clone()));
-        Some(rendered)
     }
 
     fn admitted(&mut self, record: &AdmissionRecord) {
@@ -596,33 +558,6 @@ impl Planner<'_, '_> {
         }
     }
 
-    /// trainyard's current `runtimePatches` entry on the TrainJob, as JSON.
-    fn our_patch(&self) -> Option<Value> {
-        let patch = self.inp.job.spec.0.runtime_patches.iter().find(|p| p.manager == PATCH_MANAGER)?;
-        let mut value = serde_json::to_value(patch).ok()?;
-        // `time` is the webhook's to set.
-        value.as_object_mut()?.remove("time");
-        Some(value)
-    }
-
-    /// Whether the TrainJob already carries the runtime patch for this admission.
-    fn has_our_patch(&self, layout: &GangLayout, record: &AdmissionRecord) -> bool {
-        let want = Some(companion_patch(self.name(), layout, record));
-        let have = self
-            .inp
-            .job
-            .spec
-            .0
-            .runtime_patches
-            .iter()
-            .find(|p| p.manager == PATCH_MANAGER)
-            .and_then(|p| serde_json::to_value(p).ok());
-        match (want, have) {
-            (Some(w), Some(h)) => h.get("trainingRuntimeSpec") == w.get("trainingRuntimeSpec"),
-            _ => false,
-        }
-    }
-
     fn finish(mut self) -> Vec<Action> {
         let owned: &[&str] = if self.standalone() { &STANDALONE_OWNED } else { &COMPANION_OWNED };
         let generation = self.inp.job.metadata.generation;
@@ -638,42 +573,4 @@ impl Planner<'_, '_> {
         }
         self.actions
     }
-}
-
-/// trainyard's `runtimePatches` entry for an admission: the gang label plus either the topology
-/// gate (pods are bound one by one) or the domain node selector, on the `node` replicated job.
-pub fn companion_patch(job_name: &str, layout: &GangLayout, record: &AdmissionRecord) -> Value {
-    let names: Vec<&str> = match layout {
-        GangLayout::JobSet(rjobs) => rjobs.iter().map(|(n, ..)| n.as_str()).collect(),
-        GangLayout::LeaderWorkerSet { .. } => vec![bridge::NODE],
-    };
-    let mut pod_spec = json!({});
-    match &record.domain {
-        Some(selector) => {
-            let map: serde_json::Map<String, Value> =
-                selector.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-            pod_spec["nodeSelector"] = Value::Object(map);
-        }
-        None => pod_spec["schedulingGates"] = json!([{"name": trainyard_bridges::TOPOLOGY_GATE}]),
-    }
-    json!({
-        "manager": PATCH_MANAGER,
-        "trainingRuntimeSpec": {
-            "template": {
-                "spec": {
-                    "replicatedJobs": names.iter().map(|name| json!({
-                        "name": name,
-                        "template": {
-                            "spec": {
-                                "template": {
-                                    "metadata": {"labels": {trainyard_bridges::GANG_LABEL: job_name}},
-                                    "spec": pod_spec.clone(),
-                                },
-                            },
-                        },
-                    })).collect::<Vec<_>>(),
-                },
-            },
-        },
-    })
 }

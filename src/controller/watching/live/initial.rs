@@ -75,6 +75,8 @@ impl Initial {
                 self.runtimes = Some(r);
                 done.insert("runtimes");
             }
+            // The settings carry the binders found at start; a later change comes after the start.
+            Change::Binders(_) => {}
             Change::Dra(change) => {
                 let kind = change.kind();
                 match change.as_ref() {

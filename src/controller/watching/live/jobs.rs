@@ -158,6 +158,7 @@ impl Live {
             gpu_resource: &self.levels.gpu_resource,
             slurm_queues: &slurm_queues,
             slurm_configured: self.settings.slurm_configured,
+            binders: self.settings.binders,
         };
         let inputs = self.intent_inputs();
         let intent = self.jobs.intents.intent(&job, &self.runtimes, &ctx, inputs);

@@ -46,6 +46,8 @@ pub enum Change {
     Runtimes(Arc<Runtimes>),
     /// A DRA object (when the server serves `resource.k8s.io/v1`).
     Dra(Box<DraChange>),
+    /// The binders the API server serves changed (a binder's CRDs installed or removed).
+    Binders(crate::controller::acting::binders::BinderSupport),
 }
 
 /// What the live picture needs to know of the controller's settings.
@@ -61,6 +63,8 @@ pub struct LiveSettings {
     pub topology: String,
     /// Whether the controller runs Slurm queues.
     pub slurm_configured: bool,
+    /// The binders the API server serves, and the cluster's default.
+    pub binders: crate::controller::acting::binders::BinderSupport,
 }
 
 /// A note for the operator: a node left out, a setting that needs a restart.
@@ -259,6 +263,11 @@ impl Live {
                 Vec::new()
             }
             Change::Dra(change) => self.devices.apply(*change),
+            Change::Binders(binders) => {
+                self.settings.binders = binders;
+                self.apply_all_jobs(now);
+                Vec::new()
+            }
         }
     }
 
@@ -572,6 +581,7 @@ impl Live {
             .hash(&mut h);
         self.levels.gpu_resource.hash(&mut h);
         self.runtimes_generation.hash(&mut h);
+        self.settings.binders.hash(&mut h);
         h.finish()
     }
 }

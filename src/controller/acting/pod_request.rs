@@ -1,0 +1,188 @@
+//! A pod's resource request, exactly, as kube-scheduler counts it, and the Kubernetes quantities it
+//! is written in (thousandths of a unit, in integers: no rounding of bytes or millicores).
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+/// A pod's request per resource in thousandths, as kube-scheduler counts it: the containers and
+/// sidecars summed, against each init container with the sidecars started before it, whichever
+/// is larger, plus the pod overhead. A container that gives only a limit requests the limit
+/// (the API server defaults it so).
+pub fn pod_request(spec: &Value) -> BTreeMap<String, i128> {
+    let mut running: BTreeMap<String, i128> = BTreeMap::new();
+    let mut peak: BTreeMap<String, i128> = BTreeMap::new();
+    let mut sidecars: BTreeMap<String, i128> = BTreeMap::new();
+    for init in spec["initContainers"].as_array().into_iter().flatten() {
+        let own = container_request(init);
+        if init["restartPolicy"].as_str() == Some("Always") {
+            add(&mut sidecars, &own);
+            add(&mut running, &own);
+        } else {
+            let mut at_start = sidecars.clone();
+            add(&mut at_start, &own);
+            for (k, v) in at_start {
+                let slot = peak.entry(k).or_default();
+                *slot = (*slot).max(v);
+            }
+        }
+        // A sidecar keeps running beside every later init container.
+        if init["restartPolicy"].as_str() == Some("Always") {
+            for (k, v) in &sidecars {
+                let slot = peak.entry(k.clone()).or_default();
+                *slot = (*slot).max(*v);
+            }
+        }
+    }
+    for container in spec["containers"].as_array().into_iter().flatten() {
+        add(&mut running, &container_request(container));
+    }
+    for (k, v) in peak {
+        let slot = running.entry(k).or_default();
+        *slot = (*slot).max(v);
+    }
+    if let Some(overhead) = spec["overhead"].as_object() {
+        let extra: BTreeMap<String, i128> =
+            overhead.iter().filter_map(|(k, v)| Some((k.clone(), parse_milli(v.as_str()?)?))).collect();
+        add(&mut running, &extra);
+    }
+    running.retain(|_, v| *v > 0);
+    running
+}
+
+fn add(into: &mut BTreeMap<String, i128>, more: &BTreeMap<String, i128>) {
+    for (k, v) in more {
+        *into.entry(k.clone()).or_default() += v;
+    }
+}
+
+fn container_request(container: &Value) -> BTreeMap<String, i128> {
+    let resources = &container["resources"];
+    let mut out: BTreeMap<String, i128> = BTreeMap::new();
+    for key in ["limits", "requests"] {
+        // Requests win over limits for a resource that has both.
+        for (name, quantity) in resources[key].as_object().into_iter().flatten() {
+            if let Some(milli) =
+                quantity.as_str().and_then(parse_milli).or_else(|| quantity.as_i64().map(|n| i128::from(n) * 1000))
+            {
+                out.insert(name.clone(), milli);
+            }
+        }
+    }
+    out
+}
+
+/// A Kubernetes quantity in thousandths of its unit (`500m` is 500, `2` is 2000, `1Ki` is
+/// 1,024,000); `None` for text that is not a quantity.
+pub fn parse_milli(text: &str) -> Option<i128> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let (negative, number) = match number.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, number.strip_prefix('+').unwrap_or(number)),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && fraction.is_empty() || !whole.chars().chain(fraction.chars()).all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let digits: i128 = format!("{whole}{fraction}").parse().ok()?;
+    let scale = 10i128.checked_pow(fraction.len() as u32)?;
+    // value = digits / scale * multiplier, in thousandths.
+    let (numerator, denominator): (i128, i128) = match suffix {
+        "" => (1000, 1),
+        "m" => (1, 1),
+        "k" => (1000 * 1000, 1),
+        "M" => (1000 * 10i128.pow(6), 1),
+        "G" => (1000 * 10i128.pow(9), 1),
+        "T" => (1000 * 10i128.pow(12), 1),
+        "P" => (1000 * 10i128.pow(15), 1),
+        "E" => (1000 * 10i128.pow(18), 1),
+        "Ki" => (1000 << 10, 1),
+        "Mi" => (1000 << 20, 1),
+        "Gi" => (1000 << 30, 1),
+        "Ti" => (1000 << 40, 1),
+        "Pi" => (1000 << 50, 1),
+        "Ei" => (1000 << 60, 1),
+        s if s.starts_with(['e', 'E']) => {
+            let exp: i32 = s[1..].parse().ok()?;
+            if exp >= 0 {
+                (1000 * 10i128.checked_pow(exp as u32)?, 1)
+            } else {
+                (1000, 10i128.checked_pow((-exp) as u32)?)
+            }
+        }
+        _ => return None,
+    };
+    let value = digits.checked_mul(numerator)? / (scale.checked_mul(denominator)?);
+    Some(if negative { -value } else { value })
+}
+
+/// Thousandths back into a quantity: `<n>Gi` or `<n>Mi` for a whole number of those (bytes, in
+/// practice: no count of CPUs or devices is a multiple of 2^20), a whole number where it is one,
+/// else `<n>m`.
+pub fn format_milli(milli: i128) -> String {
+    if milli % 1000 != 0 {
+        return format!("{milli}m");
+    }
+    let whole = milli / 1000;
+    match whole {
+        0 => "0".into(),
+        w if w % (1 << 30) == 0 => format!("{}Gi", w >> 30),
+        w if w % (1 << 20) == 0 => format!("{}Mi", w >> 20),
+        w => w.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn quantities_are_read_exactly() {
+        assert_eq!(parse_milli("500m"), Some(500));
+        assert_eq!(parse_milli("2"), Some(2000));
+        assert_eq!(parse_milli("1.5"), Some(1500));
+        assert_eq!(parse_milli("1Ki"), Some(1_024_000));
+        assert_eq!(parse_milli("1.5Gi"), Some(1_610_612_736_000));
+        assert_eq!(parse_milli("2k"), Some(2_000_000));
+        assert_eq!(parse_milli("1e3"), Some(1_000_000));
+        assert_eq!(parse_milli("5e-3"), Some(5));
+        assert_eq!(parse_milli("eight"), None);
+        assert_eq!(parse_milli("8Qi"), None);
+        assert_eq!(format_milli(1_610_612_736_000), "1536Mi");
+        assert_eq!(format_milli((512i128 << 30) * 1000), "512Gi");
+        assert_eq!(format_milli(64_000), "64");
+        assert_eq!(format_milli(1500), "1500m");
+    }
+
+    #[test]
+    fn a_pod_request_counts_init_containers_and_sidecars_as_the_scheduler_does() {
+        let spec = json!({
+            "initContainers": [
+                {"name": "fetch", "resources": {"requests": {"cpu": "4"}}},
+                {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}},
+                {"name": "warm", "resources": {"requests": {"cpu": "2"}}},
+            ],
+            "containers": [
+                {"name": "node", "resources": {"limits": {"nvidia.com/gpu": "8", "cpu": "16"}, "requests": {"cpu": "8"}}},
+                {"name": "log", "resources": {"requests": {"memory": "512Mi"}}},
+            ],
+            "overhead": {"cpu": "250m"},
+        });
+        let r = pod_request(&spec);
+        assert_eq!(r["nvidia.com/gpu"], 8000, "a limit alone is the request");
+        assert_eq!(r["cpu"], 9250, "8 + the 1 of the sidecar (above any init step) + 250m overhead");
+        assert_eq!(r["memory"], (1536i128 << 20) * 1000);
+    }
+
+    #[test]
+    fn an_init_container_larger_than_the_pod_sets_its_request() {
+        let spec = json!({
+            "initContainers": [{"name": "unpack", "resources": {"requests": {"cpu": "32"}}}],
+            "containers": [{"name": "node", "resources": {"requests": {"cpu": "8"}}}],
+        });
+        assert_eq!(pod_request(&spec)["cpu"], 32_000);
+    }
+}
