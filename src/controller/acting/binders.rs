@@ -191,8 +191,7 @@ impl Binder {
     }
 
     /// The PodGroup for a gang whose pod templates are `templates` (each with its pod count),
-    /// owned by `owner`. `annotations` and `labels` are the TrainJob's and its workload's, where a
-    /// Volcano queue annotation or a KAI queue label is found.
+    /// owned by `owner`, in the queue `meta` names (Volcano, KAI).
     pub fn pod_group(
         &self,
         namespace: &str,

@@ -13,25 +13,24 @@ pub fn pod_request(spec: &Value) -> BTreeMap<String, i128> {
     let mut running: BTreeMap<String, i128> = BTreeMap::new();
     let mut peak: BTreeMap<String, i128> = BTreeMap::new();
     let mut sidecars: BTreeMap<String, i128> = BTreeMap::new();
+    let raise = |peak: &mut BTreeMap<String, i128>, with: &BTreeMap<String, i128>| {
+        for (k, v) in with {
+            let slot = peak.entry(k.clone()).or_default();
+            *slot = (*slot).max(*v);
+        }
+    };
     for init in spec["initContainers"].as_array().into_iter().flatten() {
         let own = container_request(init);
         if init["restartPolicy"].as_str() == Some("Always") {
+            // A sidecar starts beside the sidecars before it and runs on beside everything after.
             add(&mut sidecars, &own);
             add(&mut running, &own);
+            raise(&mut peak, &sidecars);
         } else {
+            // An init container runs alone but for the sidecars started before it.
             let mut at_start = sidecars.clone();
             add(&mut at_start, &own);
-            for (k, v) in at_start {
-                let slot = peak.entry(k).or_default();
-                *slot = (*slot).max(v);
-            }
-        }
-        // A sidecar keeps running beside every later init container.
-        if init["restartPolicy"].as_str() == Some("Always") {
-            for (k, v) in &sidecars {
-                let slot = peak.entry(k.clone()).or_default();
-                *slot = (*slot).max(*v);
-            }
+            raise(&mut peak, &at_start);
         }
     }
     for container in spec["containers"].as_array().into_iter().flatten() {
@@ -184,5 +183,42 @@ mod tests {
             "containers": [{"name": "node", "resources": {"requests": {"cpu": "8"}}}],
         });
         assert_eq!(pod_request(&spec)["cpu"], 32_000);
+    }
+
+    proptest::proptest! {
+        /// Any quantity the formatter writes reads back as the same amount.
+        #[test]
+        fn a_formatted_quantity_reads_back_exactly(milli in 0i128..(1i128 << 80)) {
+            proptest::prop_assert_eq!(parse_milli(&format_milli(milli)), Some(milli));
+        }
+
+        /// A pod asks at least what its containers and sidecars ask together, and at least what
+        /// any one init container asks: whatever the mix, no part of it is lost.
+        #[test]
+        fn a_pod_request_covers_every_part(
+            containers in proptest::collection::vec(0u32..64_000, 1..4),
+            inits in proptest::collection::vec((0u32..64_000, proptest::bool::ANY), 0..4),
+        ) {
+            let cpu = |m: u32| json!({"resources": {"requests": {"cpu": format!("{m}m")}}});
+            let init = |(m, sidecar): (u32, bool)| {
+                let mut c = cpu(m);
+                if sidecar {
+                    c["restartPolicy"] = json!("Always");
+                }
+                c
+            };
+            let spec = json!({
+                "containers": containers.iter().map(|m| cpu(*m)).collect::<Vec<_>>(),
+                "initContainers": inits.iter().map(|i| init(*i)).collect::<Vec<_>>(),
+            });
+            let got = pod_request(&spec).get("cpu").copied().unwrap_or(0);
+            let sidecars: i128 = inits.iter().filter(|(_, s)| *s).map(|(m, _)| i128::from(*m)).sum();
+            let steady: i128 = containers.iter().map(|m| i128::from(*m)).sum::<i128>() + sidecars;
+            proptest::prop_assert!(got >= steady, "{got} < {steady}");
+            for (m, _) in &inits {
+                proptest::prop_assert!(got >= i128::from(*m), "{got} < init {m}");
+            }
+            proptest::prop_assert!(got <= steady + inits.iter().map(|(m, _)| i128::from(*m)).sum::<i128>());
+        }
     }
 }
