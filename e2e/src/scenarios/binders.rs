@@ -4,6 +4,7 @@
 //! A binder the API server does not serve holds the TrainJob with a condition naming the field and
 //! the kind, nothing created, until its CRD is installed. The binders themselves are absent: the objects are checked, and the
 //! coscheduling gang is bound by kube-scheduler through the TrainJob's scheduler-name annotation.
+//! Then a controller started with `--binder kai` gives a runtime that names none KAI's PodGroup.
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ use crate::world::World;
 
 const COSCHEDULING: &str = "scheduling.x-k8s.io/v1alpha1";
 const VOLCANO: &str = "scheduling.volcano.sh/v1beta1";
+const KAI: &str = "scheduling.run.ai/v2alpha2";
 
 /// Runs the scenario.
 pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
@@ -121,7 +123,47 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
         secs(found)
     ));
     w.teardown().await?;
+    kai(suite, &mut c).await?;
     Ok(c)
+}
+
+/// A controller started with `--binder kai`: a runtime that names no binder gets KAI's PodGroup,
+/// its JobSet and pods tell KAI's own grouper to skip them, and the group goes when the gang ends.
+async fn kai(suite: &mut Suite, c: &mut Checks) -> Result<()> {
+    let mut w = World::new(suite, "bindk").await?;
+    w.grid(1, 1, 2).await?;
+    let queue = w.queue("team", 16, None).await?;
+    install(&mut w, "scheduling.run.ai").await?;
+    w.torch_runtime().await?;
+    w.start_trainyard(&["--binder", "kai"]).await?;
+    let mut job = w.trainjob("kj", &queue, 2, 8);
+    job["metadata"]["labels"]["kai.scheduler/queue"] = json!("team-a");
+    job["metadata"]["annotations"] = json!({"trainyard.io/scheduler-name": "default-scheduler"});
+    w.submit(&[job]).await?;
+    w.wait_admitted(&["kj".into()], Duration::from_secs(30)).await?;
+    let group = wait_object(&w, KAI, "kj").await?;
+    c.that(
+        group["spec"]["minMember"] == json!(2) && group["spec"]["queue"] == json!("team-a"),
+        format!("KAI's PodGroup holds the gang in the TrainJob's KAI queue: {}", group["spec"]),
+    )?;
+    let jobset = w.kube().get("jobset.x-k8s.io/v1alpha2", "JobSet", Some(&w.ns), "kj").await?.context("no JobSet")?;
+    c.that(
+        jobset.pointer("/metadata/annotations/kai.scheduler~1skip-podgrouper") == Some(&json!("true")),
+        "the JobSet tells KAI's grouper to skip it",
+    )?;
+    w.wait_bound_as_recorded("kj", 2, Duration::from_secs(60)).await?;
+    for pod in w.gang_pods("kj").await? {
+        c.that(
+            pod.pointer("/metadata/annotations/pod-group-name") == Some(&json!("kj"))
+                && pod.pointer("/metadata/labels/kai.scheduler~1queue") == Some(&json!("team-a")),
+            "a KAI pod names its PodGroup and queue",
+        )?;
+    }
+    kubelet::succeed(&w.suite.kube.client, &w.ns, "trainyard.io/gang=kj").await?;
+    wait_gone(&w, KAI, "kj").await?;
+    c.done();
+    c.figure("KAI PodGroup from --binder kai, removed when the gang completed".to_string());
+    w.teardown().await
 }
 
 /// Installs a binder's PodGroup CRD, removed again at teardown.

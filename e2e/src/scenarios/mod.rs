@@ -124,7 +124,7 @@ pub const ALL: &[Scenario] = &[
     },
     Scenario {
         name: "binders",
-        about: "coscheduling and Volcano PodGroups made with the gang, its pods marked, removed when it ends or is suspended; an unserved binder named",
+        about: "coscheduling, Volcano and KAI PodGroups made with the gang, its pods marked, removed when it ends or is suspended; an unserved binder named",
         run: runner!(binders::run),
     },
     Scenario {
