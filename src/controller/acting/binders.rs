@@ -242,6 +242,14 @@ impl Binder {
         })
     }
 
+    /// Marks the workload object itself: KAI's pod grouper looks at a pod's owners and would make
+    /// a second group unless they say to skip.
+    pub fn mark_workload(&self, workload: &mut Value) {
+        if self.kind == BinderKind::Kai {
+            workload["metadata"]["annotations"][KAI_SKIP_GROUPER] = json!("true");
+        }
+    }
+
     /// Puts a gang pod template in the PodGroup of `name` and names the scheduler that binds it:
     /// the TrainJob's `scheduler` when given, else the template's own, else the binder's usual one.
     pub fn mark_pod(&self, template: &mut Value, name: &str, scheduler: Option<&str>, meta: &QueueHints) {

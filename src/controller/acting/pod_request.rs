@@ -4,11 +4,14 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
+use trainyard_topology::sources::k8s_nodes::quantity::parse_millis;
 
 /// A pod's request per resource in thousandths, as kube-scheduler counts it: the containers and
 /// sidecars summed, against each init container with the sidecars started before it, whichever
-/// is larger, plus the pod overhead. A container that gives only a limit requests the limit
-/// (the API server defaults it so).
+/// is larger, with pod-level cpu and memory requests winning where given, plus the pod overhead.
+/// A container that gives only a limit requests the limit (the API server defaults it so). The
+/// same rule as the live picture's `facts::pod_requests`, for every resource name rather than
+/// the three the engine counts.
 pub fn pod_request(spec: &Value) -> BTreeMap<String, i128> {
     let mut running: BTreeMap<String, i128> = BTreeMap::new();
     let mut peak: BTreeMap<String, i128> = BTreeMap::new();
@@ -39,6 +42,12 @@ pub fn pod_request(spec: &Value) -> BTreeMap<String, i128> {
     for (k, v) in peak {
         let slot = running.entry(k).or_default();
         *slot = (*slot).max(v);
+    }
+    // Pod-level requests (cpu and memory) win where given, as in the live picture's facts.
+    for (k, v) in spec["resources"]["requests"].as_object().into_iter().flatten() {
+        if let Some(milli) = v.as_str().and_then(parse_milli).filter(|_| k == "cpu" || k == "memory") {
+            running.insert(k.clone(), milli);
+        }
     }
     if let Some(overhead) = spec["overhead"].as_object() {
         let extra: BTreeMap<String, i128> =
@@ -72,49 +81,9 @@ fn container_request(container: &Value) -> BTreeMap<String, i128> {
 }
 
 /// A Kubernetes quantity in thousandths of its unit (`500m` is 500, `2` is 2000, `1Ki` is
-/// 1,024,000); `None` for text that is not a quantity.
+/// 1,024,000), read exactly by the project's quantity parser; `None` for text that is not one.
 pub fn parse_milli(text: &str) -> Option<i128> {
-    let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let (negative, number) = match number.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, number.strip_prefix('+').unwrap_or(number)),
-    };
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-    if whole.is_empty() && fraction.is_empty() || !whole.chars().chain(fraction.chars()).all(|c| c.is_ascii_digit()) {
-        return None;
-    }
-    let digits: i128 = format!("{whole}{fraction}").parse().ok()?;
-    let scale = 10i128.checked_pow(fraction.len() as u32)?;
-    // value = digits / scale * multiplier, in thousandths.
-    let (numerator, denominator): (i128, i128) = match suffix {
-        "" => (1000, 1),
-        "m" => (1, 1),
-        "k" => (1000 * 1000, 1),
-        "M" => (1000 * 10i128.pow(6), 1),
-        "G" => (1000 * 10i128.pow(9), 1),
-        "T" => (1000 * 10i128.pow(12), 1),
-        "P" => (1000 * 10i128.pow(15), 1),
-        "E" => (1000 * 10i128.pow(18), 1),
-        "Ki" => (1000 << 10, 1),
-        "Mi" => (1000 << 20, 1),
-        "Gi" => (1000 << 30, 1),
-        "Ti" => (1000 << 40, 1),
-        "Pi" => (1000 << 50, 1),
-        "Ei" => (1000 << 60, 1),
-        s if s.starts_with(['e', 'E']) => {
-            let exp: i32 = s[1..].parse().ok()?;
-            if exp >= 0 {
-                (1000 * 10i128.checked_pow(exp as u32)?, 1)
-            } else {
-                (1000, 10i128.checked_pow((-exp) as u32)?)
-            }
-        }
-        _ => return None,
-    };
-    let value = digits.checked_mul(numerator)? / (scale.checked_mul(denominator)?);
-    Some(if negative { -value } else { value })
+    parse_millis(text.trim()).ok().map(i128::from)
 }
 
 /// Thousandths back into a quantity: `<n>Gi` or `<n>Mi` for a whole number of those (bytes, in
@@ -177,6 +146,16 @@ mod tests {
     }
 
     #[test]
+    fn pod_level_requests_win_for_cpu_and_memory() {
+        let spec = json!({
+            "resources": {"requests": {"cpu": "4", "memory": "8Gi"}},
+            "containers": [{"name": "node", "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "8"}}}],
+        });
+        let r = pod_request(&spec);
+        assert_eq!((r["cpu"], r["memory"], r["nvidia.com/gpu"]), (4000, (8i128 << 30) * 1000, 8000));
+    }
+
+    #[test]
     fn an_init_container_larger_than_the_pod_sets_its_request() {
         let spec = json!({
             "initContainers": [{"name": "unpack", "resources": {"requests": {"cpu": "32"}}}],
@@ -188,7 +167,7 @@ mod tests {
     proptest::proptest! {
         /// Any quantity the formatter writes reads back as the same amount.
         #[test]
-        fn a_formatted_quantity_reads_back_exactly(milli in 0i128..(1i128 << 80)) {
+        fn a_formatted_quantity_reads_back_exactly(milli in 0i128..i128::from(u64::MAX)) {
             proptest::prop_assert_eq!(parse_milli(&format_milli(milli)), Some(milli));
         }
 

@@ -8,7 +8,7 @@ use trainyard_bridges::{
 };
 
 use crate::controller::acting::admission_record::AdmissionRecord;
-use crate::controller::acting::binders::{Binder, BinderKind, KAI_SKIP_GROUPER, QueueHints, SCHEDULER_NAME_ANNOTATION};
+use crate::controller::acting::binders::{Binder, QueueHints, SCHEDULER_NAME_ANNOTATION};
 use crate::controller::acting::gang_api::GangApi;
 use crate::controller::deciding::pod_bindings::GangLayout;
 
@@ -122,7 +122,6 @@ pub fn render(
     let mut workload = workload.expect("rendered objects serialise");
     let mut gang_objects = Vec::new();
     let mut binder_group = None;
-    let pods = gang_pods(&workload, &layout);
     let owner = workload["metadata"]["ownerReferences"][0].clone();
     if let Some(binder) = binder {
         // The binder that binds the pods holds them by its own group; kube-scheduler's would
@@ -134,26 +133,27 @@ pub fn render(
             .get(SCHEDULER_NAME_ANNOTATION)
             .map(String::as_str)
             .filter(|s| !s.trim().is_empty());
-        if binder.kind == BinderKind::Kai {
-            workload["metadata"]["annotations"][KAI_SKIP_GROUPER] = json!("true");
-        }
+        binder.mark_workload(&mut workload);
         let mut templates = gang_pod_templates(&mut workload, &layout);
         for (template, _) in &mut templates {
             binder.mark_pod(template, &name, scheduler, &hints);
         }
         let counted: Vec<(&Value, u32)> = templates.iter().map(|(t, n)| (&**t, *n)).collect();
         binder_group = Some(binder.pod_group(&namespace, &name, &owner, &counted, &hints));
-    } else if let Some(api) = gang_api.filter(|_| placed && pods > 1) {
+    } else if let Some(api) = gang_api.filter(|_| placed) {
+        let mut templates = gang_pod_templates(&mut workload, &layout);
+        let pods: u32 = templates.iter().map(|(_, n)| n).sum();
         // A gang of one pod is bound whole by its own scheduling; a Workload and PodGroup for it
         // would be two more writes in every such admission, in turn before its JobSet, for no
         // guarantee.
-        let (field, link) = api.pod_link(&name);
-        let mut templates = gang_pod_templates(&mut workload, &layout);
-        let shared = shared_claims(&templates);
-        for (template, _) in &mut templates {
-            template["spec"][field] = link.clone();
+        if pods > 1 {
+            let (field, link) = api.pod_link(&name);
+            let shared = shared_claims(&templates);
+            for (template, _) in &mut templates {
+                template["spec"][field] = link.clone();
+            }
+            gang_objects = api.objects(&namespace, &name, &owner, pods, &shared);
         }
-        gang_objects = api.objects(&namespace, &name, &owner, pods, &shared);
     }
     let hostfile = hostfile.map(|text| {
         json!({
@@ -171,17 +171,6 @@ pub fn render(
     let mpi = runtime.spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
     let ssh_secret = mpi.then(|| format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX));
     Ok(Rendered { workload, hostfile, layout, gang_objects, binder_group, ssh_secret })
-}
-
-/// How many pods a rendered workload makes for the gang.
-fn gang_pods(workload: &Value, layout: &GangLayout) -> u32 {
-    match layout {
-        GangLayout::JobSet(rjobs) => rjobs.iter().map(|(_, r, p)| r * p).sum(),
-        GangLayout::LeaderWorkerSet { leader_in_gang } => {
-            let size = workload["spec"]["leaderWorkerTemplate"]["size"].as_u64().unwrap_or(1) as u32;
-            if *leader_in_gang { size } else { size.saturating_sub(1) }
-        }
-    }
 }
 
 /// The claims every gang pod template names by `resourceClaimName` (one object all the gang's
