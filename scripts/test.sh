@@ -136,11 +136,15 @@ fi
 step "end-to-end suite on a real Kubernetes control plane (scripts/e2e.sh)"
 # Run where the control-plane binaries are: $KUBEBUILDER_ASSETS, or the folder the workplace's
 # kube-local/build.sh builds into. Said plainly when they are not: nothing is passed silently.
+# The upstream CRDs likewise: $TRAINYARD_E2E_CRDS, or ../shared/reference/upstream-crds.
 kube_bin="${KUBEBUILDER_ASSETS:-${KUBE_LOCAL:-/tmp/kube-local}/bin}"
-if [ -x "$kube_bin/kube-apiserver" ]; then
-  KUBEBUILDER_ASSETS="$kube_bin" bash scripts/e2e.sh
-else
+crds="${TRAINYARD_E2E_CRDS:-../shared/reference/upstream-crds}"
+if [ ! -x "$kube_bin/kube-apiserver" ]; then
   echo "NOT RUN: no control-plane binaries ($kube_bin has no kube-apiserver; set KUBEBUILDER_ASSETS, README \"End-to-end suite\")"
+elif [ ! -d "$crds" ]; then
+  echo "NOT RUN: no upstream CRDs ($crds is not a folder; set TRAINYARD_E2E_CRDS, README \"End-to-end suite\")"
+else
+  KUBEBUILDER_ASSETS="$kube_bin" TRAINYARD_E2E_CRDS="$crds" bash scripts/e2e.sh
 fi
 
 step "tests (cargo test --workspace)"
