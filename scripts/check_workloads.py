@@ -23,8 +23,9 @@ A PodGroup beside a JobSet (a binder's gang object in a `trainyard render --bind
   - match its binder's published spec (scripts/podgroup_schemas.py: scheduler-plugins, Volcano, KAI);
   - be named by every gang pod template of the file's JobSets (the label or annotation of its binder),
     with minMember equal to those templates' pods.
-Both kinds have their metadata checked strictly as Kubernetes ObjectMeta. A ConfigMap beside them
-(an MPI hostfile in a `trainyard render` golden) must be a strict v1 ConfigMap.
+Both kinds have their metadata checked strictly as Kubernetes ObjectMeta. A ConfigMap or Secret
+beside them (an MPI hostfile, Flux's scripts and certificate in a `trainyard render` golden) must be
+a strict v1 ConfigMap or Secret.
 Prints "OK: N objects", or one line per problem (file: path: message) and exits 1.
 """
 
@@ -362,8 +363,8 @@ def main(argv):
                 problems.append(f"{where}: not a mapping")
                 continue
             checked += 1
-            if doc.get("kind") == "ConfigMap":
-                found = k8s_validate(doc, "v1 ConfigMap", lambda keys: path_of("", keys))
+            if doc.get("kind") in ("ConfigMap", "Secret"):
+                found = k8s_validate(doc, f"v1 {doc['kind']}", lambda keys: path_of("", keys))
             elif doc.get("kind") == "PodGroup":
                 found = check_pod_group(doc, docs)
             else:

@@ -3,7 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::api::{ClusterTrainingRuntime, Queue, Topology, TrainJob, TrainingRuntime};
+use crate::api::{ClusterTrainingRuntime, OptimizationJob, Queue, Topology, TrainJob, TrainingRuntime};
 
 /// Every CRD, with the file name the chart keeps it under.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
@@ -13,6 +13,7 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("trainer.kubeflow.org_trainjobs.yaml", TrainJob::crd()),
         ("trainer.kubeflow.org_trainingruntimes.yaml", TrainingRuntime::crd()),
         ("trainer.kubeflow.org_clustertrainingruntimes.yaml", ClusterTrainingRuntime::crd()),
+        ("trainer.kubeflow.org_optimizationjobs.yaml", OptimizationJob::crd()),
     ]
 }
 

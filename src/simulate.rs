@@ -71,7 +71,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
     let report = Report::new(context, &result.outcomes, cluster_gpus)
         .with_placement(PlacementSummary::of(&result))
         .with_quota_usage(result.quota_usage.clone())
-        .with_failures(result.failures.clone());
+        .with_failures(result.failures.clone())
+        .with_searches(result.searches.clone());
     if let Some(path) = &args.out {
         fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
     }

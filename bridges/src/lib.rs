@@ -12,6 +12,7 @@ pub mod lws;
 pub mod meta;
 pub mod pod;
 pub mod render;
+pub mod search;
 pub mod slurm;
 pub mod trainer;
 
@@ -20,6 +21,7 @@ mod merge;
 pub use error::RenderError;
 pub use jobset::{JobSet, apply_webhook_defaults};
 pub use lws::{LeaderWorkerSet, apply_lws_webhook_defaults};
+pub use render::flux::render_flux_objects;
 pub use render::lws::{WorkloadKind, render_leader_worker_set, render_lws_mpi_hostfile, workload_kind};
 pub use render::{GANG_LABEL, Placement, RenderOptions, TOPOLOGY_GATE, render_jobset, render_mpi_hostfile};
 pub use trainer::{TrainJob, TrainingRuntime, TrainingRuntimeSpec};

@@ -67,6 +67,12 @@ fn cases() -> Vec<(&'static str, &'static str, &'static str, RenderOptions)> {
             rack("hpc-osu-bench", "rack-02"),
         ),
         (
+            "flux",
+            include_str!("fixtures/flux.runtime.yaml"),
+            include_str!("fixtures/flux.trainjob.yaml"),
+            gated("lammps-reax"),
+        ),
+        (
             "torch_dra",
             include_str!("fixtures/torch_dra.runtime.yaml"),
             include_str!("fixtures/torch_dra.trainjob.yaml"),

@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use trainyard_topology::{GangShape, Resources};
 
+use crate::trial::Trial;
+
 /// A job read from a trace, in trainyard's terms. Times are whole seconds of
 /// virtual time; `submit` is relative to the start of the trace (the earliest
 /// submission in the file is at 0 for formats with absolute timestamps).
@@ -24,6 +26,9 @@ pub struct TraceJob {
     pub gang: GangShape,
     /// Line of the source file the job came from (1-based, header is line 1 for CSV).
     pub line: u64,
+    /// The search the job is a trial of, if any. Absent from JSON written before searches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<Trial>,
 }
 
 impl TraceJob {
@@ -46,6 +51,7 @@ impl TraceJob {
             priority: 0,
             gang: GangShape::single(pods, pod, trainyard_topology::TopologyRequest::Unconstrained),
             line,
+            trial: None,
         }
     }
 
@@ -87,7 +93,9 @@ pub enum Fate {
 /// A job and its fate: the input of the metrics.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobOutcome {
-    /// The job as read from the trace.
+    /// The job as read from the trace, except that a search's trial held back until a trial
+    /// before it ended has the moment it was released as `submit`: the engine's queue, and so
+    /// every wait measured from `submit`, begins then.
     pub job: TraceJob,
     /// What happened to it.
     pub fate: Fate,

@@ -13,6 +13,8 @@
 //! published per-VC quotas into policy files.
 //! [`eta_accuracy`] holds start-time estimates ([`trainyard_policies::Engine::eta`]) asked
 //! during a replay against the starts the replay gave.
+//! Trials of a hyperparameter search enter no faster than their search lets them
+//! ([`searches`]).
 //! The engine is the same one the controller runs; only the clock and the events differ.
 
 pub mod compare;
@@ -31,14 +33,17 @@ pub mod quota_usage;
 mod replay;
 pub mod report;
 mod runs;
+pub mod searches;
 mod series;
 pub mod slowdown;
 pub mod sweep;
 pub mod tenants;
 pub mod timeline;
 pub mod trace;
+pub mod trial;
 
 pub use error::SimError;
 pub use job::{Fate, JobOutcome, TraceJob};
 pub use replay::{EstimateSource, Progress, ReplayOptions, ReplayResult, replay, replay_observed};
 pub use slowdown::{Slowdown, SlowdownError};
+pub use trial::{Direction, Objective, Search, Trial};

@@ -1,9 +1,10 @@
 //! The discrete-event loop: trace arrivals and gang completions on a virtual clock,
-//! with one engine cycle after each batch of simultaneous events.
+//! with one engine cycle after each batch of simultaneous events. A search's trials enter
+//! only while it has a slot free ([`crate::searches`]).
 
 use std::borrow::Cow;
 use std::cmp::Reverse;
-use std::collections::{BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 
 use trainyard_policies::{Cycle, Engine, Explanation, GangId, GangRequest, NodeLossAction, PolicyConfig, Submitted};
 use trainyard_topology::Cluster;
@@ -12,6 +13,8 @@ use crate::failures::{Change, FailureModel, FailureSummary, Failures};
 use crate::fragmentation::{Fragmentation, Sample, Tracker};
 use crate::quota_usage::{QuotaUsage, UNLIMITED, UsageTracker};
 use crate::runs::Runs;
+use crate::searches::SearchSummary;
+use crate::searches::gate::Gate;
 use crate::slowdown::{Slowdown, SlowdownTable};
 use crate::timeline::TimelineTracker;
 use crate::{Fate, JobOutcome, SimError, TraceJob};
@@ -79,6 +82,9 @@ pub struct Progress {
 pub struct ReplayResult {
     /// One outcome per input job, in input order.
     pub outcomes: Vec<JobOutcome>,
+    /// What each hyperparameter search of the trace came to, in the order their first trials
+    /// arrived; empty when the trace has none.
+    pub searches: Vec<SearchSummary>,
     /// Arrivals plus completions processed.
     pub events: u64,
     /// Scheduling cycles run.
@@ -208,6 +214,10 @@ pub(crate) fn replay_watched<'a>(
     let mut last_explained: std::collections::BTreeMap<usize, String> = std::collections::BTreeMap::new();
     let mut order: Vec<usize> = (0..jobs.len()).collect();
     order.sort_by_key(|&i| (jobs[i].submit, jobs[i].line, i));
+    // Trials wait for a slot of their search; `released` holds those a completion of this
+    // instant let in, to submit with the instant's arrivals.
+    let mut gate = Gate::new(jobs, &order);
+    let mut released: VecDeque<usize> = VecDeque::new();
     let first_submit = order.first().map_or(0, |&i| jobs[i].submit);
     let horizon = order.last().map_or(0, |&i| jobs[i].submit).saturating_add(options.horizon_s);
     if let Some(model) = &options.failures {
@@ -254,6 +264,7 @@ pub(crate) fn replay_watched<'a>(
             watch.finished(i, start, now);
             let span_level = slowdown.at_depth(depth).level.clone();
             fates[i] = Some(Fate::Finished { start, end: now, backfilled, span_level });
+            released.extend(gate.end(i, now));
             events += 1;
             done += 1;
             idle_changes = 0;
@@ -298,13 +309,24 @@ pub(crate) fn replay_watched<'a>(
             }
         }
         queued_now.clear();
-        while let Some(&i) = order.get(next_arrival) {
+        // Held trials a slot freed for first (they have waited longest), then the trace's
+        // arrivals of this instant, of which a trial whose search is full is held.
+        loop {
+            let i = match released.pop_front() {
+                Some(i) => i,
+                None => match order.get(next_arrival) {
+                    Some(&i) if jobs[i].submit == now => {
+                        next_arrival += 1;
+                        events += 1;
+                        if !gate.arrive(i, now) {
+                            continue;
+                        }
+                        i
+                    }
+                    _ => break,
+                },
+            };
             let job = &jobs[i];
-            if job.submit != now {
-                break;
-            }
-            next_arrival += 1;
-            events += 1;
             idle_changes = 0;
             let runtime_estimate = match options.estimates {
                 EstimateSource::Trace => job.runtime_estimate,
@@ -314,7 +336,8 @@ pub(crate) fn replay_watched<'a>(
                 id: GangId(i as u64),
                 queue: job.tenant.clone(),
                 priority: job.priority,
-                submit: job.submit,
+                // A held trial's TrainJob is created when its search releases it.
+                submit: now,
                 shape: job.gang.clone(),
                 runtime_estimate,
                 hosts: Default::default(),
@@ -324,6 +347,8 @@ pub(crate) fn replay_watched<'a>(
                 Submitted::Unschedulable(why) => {
                     fates[i] = Some(Fate::Unschedulable { reason: why.to_string() });
                     done += 1;
+                    // Its search creates the next trial at once.
+                    released.extend(gate.end(i, now));
                 }
                 Submitted::Queued if track_usage => {
                     queued_now.push(i);
@@ -438,13 +463,15 @@ pub(crate) fn replay_watched<'a>(
         }
     }
     progress(Progress { done, total, now: runs.last_queued().unwrap_or(0) });
-    let outcomes = owned
+    let mut outcomes: Vec<JobOutcome> = owned
         .into_owned()
         .into_iter()
         .zip(fates)
         .map(|(job, fate)| JobOutcome { job, fate: fate.expect("every job either finished or was rejected") })
         .collect();
+    gate.move_submits(&mut outcomes);
     Ok(ReplayResult {
+        searches: gate.summaries(&outcomes),
         outcomes,
         events,
         cycles,

@@ -12,6 +12,7 @@ use crate::job::{Fate, JobOutcome};
 use crate::metrics::{Distribution, GroupStats, Summary};
 use crate::placement::PlacementSummary;
 use crate::quota_usage::QuotaUsage;
+use crate::searches::SearchSummary;
 
 /// Version of the JSON layout written by [`Report::to_json`].
 pub const REPORT_VERSION: u32 = 1;
@@ -72,6 +73,9 @@ pub struct Report {
     pub quota_usage: Option<QuotaUsage>,
     /// What host failures cost; absent without a failure model (and then after `quota_usage`).
     pub failures: Option<FailureSummary>,
+    /// The hyperparameter searches of the trace; absent from the JSON and the table when there
+    /// are none (so reports of other traces stay as they were), else the JSON's last section.
+    pub searches: Vec<SearchSummary>,
 }
 
 /// The JSON layout of a [`Report`].
@@ -89,6 +93,8 @@ struct VersionedReport<'a> {
     quota_usage: Option<&'a QuotaUsage>,
     #[serde(skip_serializing_if = "Option::is_none")]
     failures: Option<&'a FailureSummary>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    searches: &'a [SearchSummary],
 }
 
 impl Serialize for Report {
@@ -102,6 +108,7 @@ impl Serialize for Report {
             tenants: self.tenants.as_ref(),
             quota_usage: self.quota_usage.as_ref(),
             failures: self.failures.as_ref(),
+            searches: &self.searches,
         }
         .serialize(serializer)
     }
@@ -124,7 +131,16 @@ impl Report {
             .collect();
         let tenants = TenantFairness::when_shared(outcomes, cluster_gpus);
         let summary = Summary::new(outcomes, cluster_gpus);
-        Report { context, summary, unschedulable, placement: None, tenants, quota_usage: None, failures: None }
+        Report {
+            context,
+            summary,
+            unschedulable,
+            placement: None,
+            tenants,
+            quota_usage: None,
+            failures: None,
+            searches: Vec::new(),
+        }
     }
 
     /// The same report with a placement section.
@@ -143,6 +159,12 @@ impl Report {
     /// The same report with what failures cost, when the replay had a failure model.
     pub fn with_failures(mut self, failures: Option<FailureSummary>) -> Self {
         self.failures = failures;
+        self
+    }
+
+    /// The same report with the replay's searches ([`crate::ReplayResult::searches`]).
+    pub fn with_searches(mut self, searches: Vec<SearchSummary>) -> Self {
+        self.searches = searches;
         self
     }
 
@@ -207,6 +229,10 @@ impl Report {
         }
         if let Some(usage) = &self.quota_usage {
             out.push_str(&crate::quota_usage::render_table(usage));
+        }
+
+        if !self.searches.is_empty() {
+            out.push_str(&crate::searches::render_table(&self.searches));
         }
 
         if !self.unschedulable.is_empty() {

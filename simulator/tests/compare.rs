@@ -144,6 +144,7 @@ fn job(i: usize, submit: u64, runtime: u64, pods: u32, gpus: u64) -> TraceJob {
         priority: 0,
         gang: GangShape::single(pods, Resources::gpus(gpus), TopologyRequest::Unconstrained),
         line: i as u64 + 2,
+        trial: None,
     }
 }
 

@@ -4,11 +4,13 @@
 //! controller reads from the API server is exactly what the renderer takes. trainyard's own kinds
 //! are cluster-scoped and derive their schemas.
 
+pub mod optimization;
 pub mod queue;
 mod schema;
 pub mod topology;
 pub mod trainer;
 
+pub use optimization::OptimizationJob;
 pub use queue::{Queue, QueueSpec, QueueStatus, SlurmTarget};
 pub use topology::{Topology, TopologySpec};
 pub use trainer::{ClusterTrainingRuntime, TrainJob, TrainJobSpec, TrainJobStatus, TrainingRuntime};

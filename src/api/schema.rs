@@ -70,8 +70,8 @@ fn root(spec: Value, status: Option<Value>, rules: Value) -> Schema {
     Schema::try_from(value).expect("a literal object is a schema")
 }
 
-/// `TrainJob`, v2.3 shape plus the v2.0 and v2.1 override fields.
-pub(super) fn train_job() -> Schema {
+/// `TrainJob.spec`, v2.3 shape plus the v2.0 and v2.1 override fields.
+fn train_job_spec() -> Value {
     let data = json!({
         "type": "object",
         "properties": {
@@ -80,7 +80,7 @@ pub(super) fn train_job() -> Schema {
             "secretRef": {"type": "object", "properties": {"name": {"type": "string"}}},
         },
     });
-    let spec = json!({
+    json!({
         "type": "object",
         "required": ["runtimeRef"],
         "properties": {
@@ -155,7 +155,12 @@ pub(super) fn train_job() -> Schema {
             "activeDeadlineSeconds": {"type": "integer", "format": "int64", "minimum": 1},
             "managedBy": {"type": "string", "default": "trainer.kubeflow.org/trainjob-controller"},
         },
-    });
+    })
+}
+
+/// `TrainJob`.
+pub(super) fn train_job() -> Schema {
+    let spec = train_job_spec();
     let status = json!({
         "type": "object",
         "properties": {
@@ -226,4 +231,133 @@ pub(super) fn training_runtime() -> Schema {
         },
     });
     root(spec, None, json!([]))
+}
+
+/// A numeric range of a search space; bounds are decimal strings.
+fn search_range(lower_rule: &str) -> Value {
+    let number = json!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "pattern": "^-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?$",
+    });
+    json!({
+        "type": "object",
+        "required": ["min", "max"],
+        "properties": {
+            "min": number.clone(),
+            "max": number,
+            "type": {"type": "string", "enum": ["Int", "Float"], "default": "Float"},
+        },
+        "x-kubernetes-validations": [{"rule": lower_rule, "message": "min must be below max (and above 0 for logUniform)"}],
+    })
+}
+
+/// `OptimizationJob` (Trainer v2.4): a hyperparameter search whose trials are TrainJobs.
+pub(super) fn optimization_job() -> Schema {
+    let text = json!({"type": "string", "minLength": 1, "maxLength": 64});
+    let spec = json!({
+        "type": "object",
+        "required": ["objectives", "parameters", "trainJobTemplate"],
+        "properties": {
+            "objectives": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 1,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["metric"],
+                "items": {
+                    "type": "object",
+                    "required": ["metric"],
+                    "properties": {
+                        "metric": text.clone(),
+                        "direction": {"type": "string", "enum": ["Maximize", "Minimize"], "default": "Minimize"},
+                    },
+                },
+            },
+            "searchAlgorithm": {
+                "type": "object",
+                "default": {"random": {}},
+                "properties": {
+                    "random": {"type": "object", "properties": {"seed": {"type": "integer", "format": "int64"}}},
+                    "grid": {"type": "object"},
+                },
+                "x-kubernetes-validations": [{
+                    "rule": "[has(self.random), has(self.grid)].filter(x, x).size() == 1",
+                    "message": "exactly one of random and grid",
+                }],
+            },
+            "parameters": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 100,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {
+                    "type": "object",
+                    "required": ["name", "searchSpace"],
+                    "properties": {
+                        "name": text.clone(),
+                        "searchSpace": {
+                            "type": "object",
+                            "properties": {
+                                "uniform": search_range("double(self.min) < double(self.max)"),
+                                "logUniform": search_range("double(self.min) > 0.0 && double(self.min) < double(self.max)"),
+                                "categorical": {
+                                    "type": "object",
+                                    "required": ["choices"],
+                                    "properties": {
+                                        "choices": {
+                                            "type": "array",
+                                            "minItems": 1,
+                                            "maxItems": 100,
+                                            "x-kubernetes-list-type": "set",
+                                            "items": {"type": "string", "maxLength": 64},
+                                        },
+                                    },
+                                },
+                            },
+                            "x-kubernetes-validations": [{
+                                "rule": "[has(self.uniform), has(self.logUniform), has(self.categorical)].filter(x, x).size() == 1",
+                                "message": "exactly one of uniform, logUniform and categorical",
+                            }],
+                        },
+                    },
+                },
+            },
+            "numTrials": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 100, "default": 1},
+            "parallelTrials": {"type": "integer", "format": "int32", "minimum": 1, "maximum": 100, "default": 1},
+            "trainJobTemplate": {
+                "type": "object",
+                "required": ["spec"],
+                "properties": {
+                    "metadata": {
+                        "type": "object",
+                        "properties": {"labels": string_map(), "annotations": string_map()},
+                    },
+                    "spec": train_job_spec(),
+                },
+            },
+        },
+        "x-kubernetes-validations": [
+            {"rule": "self == oldSelf", "message": "an OptimizationJob's spec is immutable"},
+            {"rule": "!has(self.parallelTrials) || self.parallelTrials <= (has(self.numTrials) ? self.numTrials : 1)", "message": "parallelTrials may not exceed numTrials"},
+            {
+                "rule": "!has(self.searchAlgorithm) || !has(self.searchAlgorithm.grid) || self.parameters.all(p, has(p.searchSpace.categorical))",
+                "message": "grid search takes categorical parameters only",
+            },
+        ],
+    });
+    let status = json!({
+        "type": "object",
+        "properties": {
+            "conditions": conditions(),
+            "result": {
+                "type": "object",
+                "properties": {"trainJobName": {"type": "string"}, "parameters": {"type": "array", "items": open_object()}},
+            },
+            "trials": {"type": "array", "maxItems": 100, "items": open_object()},
+        },
+    });
+    root(spec, Some(status), json!([]))
 }

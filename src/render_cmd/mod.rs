@@ -270,7 +270,15 @@ pub fn run(args: &RenderArgs) -> Result<()> {
         }
         (Mode::Companion, None) => bail!("--mode companion needs --topology: the patch carries the placement"),
         (Mode::Standalone, _) => {
-            rendered.binder_group.iter().chain([&rendered.workload]).chain(rendered.hostfile.iter()).cloned().collect()
+            let flux = rendered.flux.iter().flat_map(|f| [&f.config_map, &f.secret]);
+            rendered
+                .binder_group
+                .iter()
+                .chain([&rendered.workload])
+                .chain(rendered.hostfile.iter())
+                .chain(flux)
+                .cloned()
+                .collect()
         }
     };
     let pods = layout_pods(&rendered.layout, &rendered.workload);

@@ -42,8 +42,9 @@ fn the_cli_prints_every_crd() {
         "trainjobs.trainer.kubeflow.org",
         "trainingruntimes.trainer.kubeflow.org",
         "clustertrainingruntimes.trainer.kubeflow.org",
+        "optimizationjobs.trainer.kubeflow.org",
     ] {
         assert!(text.contains(&format!("name: {name}\n")), "{name} missing");
     }
-    assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 5);
+    assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 6);
 }

@@ -315,3 +315,36 @@ fn explain_prints_why_chosen_jobs_waited() {
         .assert_stdout_has(&["Explanations (each time they changed)", "job-9000: gang #9000: queued behind gang #"]);
     trainyard(&["simulate", "--explain", "job-nope"]).assert_error(&["--explain: no job `job-nope` in the trace"]);
 }
+
+#[test]
+fn a_search_trace_adds_a_searches_section_to_the_table_and_the_json() {
+    let dir = TempDir::create();
+    // The research queue holds two trials' worth of GPUs.
+    let policy = dir.write("capped.yaml", "backfill: easy\nqueues: [{name: research, nominal_gpus: 16}]\n");
+    let out = dir.path("search.json");
+    let trace = "examples/traces/search.csv";
+    let run = trainyard(&["simulate", "--trace", trace, "--policy", &policy, "--out", &arg(&out)]);
+    run.assert_success().assert_stdout_has(&[
+        "jobs             9 (9 finished, 0 unschedulable)\n",
+        "\nSearches (trials of a hyperparameter search, at most `parallel` live at once)\n",
+        "search    parallel  trials  finished  unschedulable  max live    makespan  best trial\n",
+        "lr-sweep         2       6         6              0         2  2h 55m 00s  trial-3 (min 0.351)\n",
+    ]);
+    let json = read(&out);
+    validate(&json).unwrap();
+    assert_json_agrees_with_table(&json, &run.stdout);
+    let searches = &json[json.find("\n  \"searches\": [").expect("a searches section")..];
+    for needle in ["\"name\": \"lr-sweep\"", "\"max_live\": 2", "\"id\": \"trial-3\"", "\"objective\": 0.351"] {
+        assert!(searches.contains(needle), "{needle} in {searches}");
+    }
+    // A trace without searches prints and writes no such section.
+    let plain = trainyard(&["simulate", "--trace", "examples/traces/dra-sample.csv", "--quiet", "--out", &arg(&out)]);
+    plain.assert_success();
+    assert!(!read(&out).contains("\"searches\""));
+    let bad = dir.write(
+        "bad.csv",
+        &format!("{CSV_HEADER},search,objective\na,0,60,,t,0,1,8,0,0,,lr:2,0.5\nb,0,60,,t,0,1,8,0,0,,lr:3,\n"),
+    );
+    trainyard(&["simulate", "--trace", &bad, "-q"])
+        .assert_error(&["bad.csv: line 3: field `search`: search \"lr\" runs 2 trials at once (line 2), not 3"]);
+}

@@ -65,6 +65,11 @@ pub fn render_leader_worker_set(
         replicated_job: rjob.to_owned(),
         message,
     };
+    if runtime.ml_policy.as_ref().is_some_and(|m| m.flux.is_some()) {
+        let why = "Flux's brokers find one another by the JobSet's pod names and read their scripts from \
+                   ConfigMaps made for a JobSet (use the JobSet workload for this runtime)";
+        return Err(not_foldable(crate::trainer::NODE, why.into()));
+    }
     for rjob in &spec.replicated_jobs {
         let step = rjob.template.metadata.labels.get(ANCESTOR_LABEL).map(String::as_str).unwrap_or_default();
         if [DATASET_INITIALIZER, MODEL_INITIALIZER].iter().any(|init| *init == step || *init == rjob.name) {

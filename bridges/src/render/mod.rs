@@ -1,6 +1,7 @@
 //! Renders a TrainJob plus its runtime into the JobSet the Trainer controller would build, plus placement.
 
 pub mod claims;
+pub mod flux;
 pub mod lws;
 mod patch;
 pub mod policy;
@@ -199,7 +200,8 @@ pub fn render_jobset(
         if let Some(command) = &trainer_spec.command {
             node.command = Some(command.clone());
         }
-        if let Some(args) = &trainer_spec.args {
+        // Flux hands the TrainJob's args to its entrypoint with the command instead.
+        if let Some(args) = trainer_spec.args.as_ref().filter(|_| ml.flux.is_none()) {
             node.args = Some(args.clone());
         }
         for var in &trainer_spec.env {
@@ -207,6 +209,19 @@ pub fn render_jobset(
         }
     }
 
+    if ml.flux.is_some() {
+        let Some(i) = position(&spec.replicated_jobs, NODE) else {
+            return Err(RenderError::MissingReplicatedJob {
+                job: id,
+                runtime: runtime_name,
+                replicated_job: NODE.into(),
+            });
+        };
+        if node_container(&mut spec.replicated_jobs[i]).is_none() {
+            return Err(node_missing(NODE));
+        }
+        flux::install(&mut spec.replicated_jobs[i], &id, &name, trainer_spec.args.as_deref())?;
+    }
     if let Some(torch) = &ml.torch {
         let first = trainers[0];
         let dra = dra_gpus(&spec.replicated_jobs[first], &opts.claim_gpus);

@@ -1,14 +1,16 @@
 //! Serde types for Kubeflow Trainer `trainer.kubeflow.org/v1alpha1` objects.
 
 mod job;
+pub mod optimization;
 mod runtime;
 
 pub use job::{
     DatasetOrModel, Initializer, NumProcPerNode, RuntimePatch, RuntimeRef, TrainJob, TrainJobSpec,
     TrainerResourceClaim, TrainerSpec,
 };
+pub use optimization::OptimizationJob;
 pub use runtime::{
-    Coscheduling, JobSetTemplate, MlPolicy, MpiPolicy, PodGroupPolicy, TorchPolicy, TrainingRuntime,
+    Coscheduling, FluxPolicy, JobSetTemplate, MlPolicy, MpiPolicy, PodGroupPolicy, TorchPolicy, TrainingRuntime,
     TrainingRuntimeSpec,
 };
 

@@ -70,9 +70,21 @@ pub struct MlPolicy {
     /// XGBoost plugin (`xgboost: {}`; kept as JSON because only its presence matters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xgboost: Option<Value>,
-    /// Other policies (flux), preserved but not rendered yet.
+    /// Flux Framework plugin (Trainer v2.2): a Flux broker in every node pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flux: Option<FluxPolicy>,
+    /// Other policies, preserved.
     #[serde(flatten)]
     pub rest: Map<String, Value>,
+}
+
+/// `mlPolicy.flux`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FluxPolicy {
+    /// Flux tasks per node (default 1); the TrainJob's `trainer.numProcPerNode` wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_proc_per_node: Option<i32>,
 }
 
 /// `mlPolicy.torch`.

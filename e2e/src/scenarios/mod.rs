@@ -18,6 +18,7 @@ mod node_loss;
 mod quota;
 mod scale;
 mod scale_figures;
+mod search;
 mod slices;
 mod unusable_nodes;
 mod watches_expired;
@@ -126,6 +127,11 @@ pub const ALL: &[Scenario] = &[
         name: "binders",
         about: "coscheduling, Volcano and KAI PodGroups made with the gang, its pods marked, removed when it ends or is suspended; an unserved binder named",
         run: runner!(binders::run),
+    },
+    Scenario {
+        name: "search",
+        about: "an OptimizationJob of 6 trials, 2 at a time, on a queue of room for 2: never more admitted, every trial Complete, the best reported, trials deleted with it; a bad parameter named",
+        run: runner!(search::run),
     },
     Scenario {
         name: "api",

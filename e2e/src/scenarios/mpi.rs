@@ -3,7 +3,8 @@
 //! accepts, and its hostfile ConfigMap; every volume of every pod exists; the launcher carries
 //! Open MPI 4's and 5's variables; the TrainJob's image runs on the launcher and the workers;
 //! the gang is placed in one rack. A Secret of that name trainyard did not make is left as it
-//! is, and its TrainJob fails naming it.
+//! is, and its TrainJob fails naming it. A Flux runtime's gang gets its installer, the scripts
+//! ConfigMap and the CURVE certificate Secret, owned by the TrainJob.
 
 use std::time::Duration;
 
@@ -171,8 +172,59 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
         "MPI gang (launcher + 2 workers) admitted in {}; SSH key pair checked with ssh-keygen",
         secs(took)
     ));
+    flux(&mut w, &queue, &mut c).await?;
     w.teardown().await?;
     Ok(c)
+}
+
+/// A Flux runtime: the gang's JobSet gets the installer and the brokers' volumes, and the
+/// ConfigMap and Secret they mount exist, owned by the TrainJob, before its pods are bound.
+async fn flux(w: &mut World<'_>, queue: &str, c: &mut Checks) -> Result<()> {
+    w.kube()
+        .apply(&json!({
+            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+            "metadata": {"name": "flux", "namespace": w.ns},
+            "spec": {
+                "mlPolicy": {"numNodes": 1, "flux": {"numProcPerNode": 2}},
+                "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [
+                        {"name": "node", "image": "example.org/lammps:stable", "command": ["lmp", "-in", "in.lj"]},
+                    ]}}},
+                }}]}},
+            },
+        }))
+        .await?;
+    let mut job = w.trainjob("brokers", queue, 2, 8);
+    job["spec"]["runtimeRef"]["name"] = json!("flux");
+    w.submit(&[job]).await?;
+    w.wait_admitted(&["brokers".into()], Duration::from_secs(30)).await?;
+    w.wait_bound_as_recorded("brokers", 2, Duration::from_secs(60)).await?;
+    for (kind, name, key) in
+        [("ConfigMap", "brokers-flux-entrypoint", "entrypoint.sh"), ("Secret", "brokers-flux-curve", "curve.cert")]
+    {
+        let object = w.kube().get("v1", kind, Some(&w.ns), name).await?.with_context(|| format!("no {kind} {name}"))?;
+        c.that(object["data"].get(key).is_some(), format!("{kind} {name} holds {key}"))?;
+        c.that(
+            object.pointer("/metadata/ownerReferences/0/name") == Some(&json!("brokers")),
+            format!("{kind} {name} is owned by its TrainJob"),
+        )?;
+    }
+    let jobset = w
+        .kube()
+        .get("jobset.x-k8s.io/v1alpha2", "JobSet", Some(&w.ns), "brokers")
+        .await?
+        .context("no JobSet for brokers")?;
+    let pod = &jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"];
+    c.that(pod["initContainers"][0]["name"] == json!("flux-installer"), "the Flux installer runs first")?;
+    let command = pod["containers"][0]["command"].as_array().cloned().unwrap_or_default();
+    c.that(
+        command.get(1) == Some(&json!("/etc/flux-config/entrypoint.sh"))
+            && command.get(2) == Some(&json!("lmp -in in.lj")),
+        format!("the broker's entrypoint runs the command: {command:?}"),
+    )?;
+    c.figure("Flux gang of 2 brokers: installer, scripts ConfigMap and CURVE Secret, pods bound".to_string());
+    Ok(())
 }
 
 /// Whether `ssh-keygen -y` derives, from the Secret's private key, the public key it stores.

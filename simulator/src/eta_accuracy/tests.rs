@@ -74,6 +74,7 @@ fn exact_estimates_under_strict_fifo_are_met_exactly() {
                 priority: 0,
                 gang: shape,
                 line: i + 2,
+                trial: None,
             }
         })
         .collect();

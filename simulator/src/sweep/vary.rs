@@ -43,6 +43,7 @@ mod tests {
                 tenant: "t".into(),
                 priority: 0,
                 gang: GangShape::single(1, Resources::gpus(1), TopologyRequest::Unconstrained),
+                trial: None,
             })
             .collect()
     }

@@ -1,10 +1,12 @@
-//! Gathers the jobs of one read: duplicate-id check, bad-row policy, final sort.
+//! Gathers the jobs of one read: duplicate-id check, trials that agree on their search,
+//! bad-row policy, final sort.
 
 use std::collections::HashMap;
 
 use super::error::{RowError, RowWarning, TraceError};
 use super::{ReadOptions, TraceRead};
 use crate::job::TraceJob;
+use crate::trial::Search;
 
 /// Accumulates jobs and bad rows while a reader walks its input.
 pub(crate) struct Collector<'a> {
@@ -16,6 +18,8 @@ pub(crate) struct Collector<'a> {
     seen: HashMap<String, u64>,
     /// Field named when an id repeats.
     id_field: &'static str,
+    /// Each search as its first trial gave it, with that trial's line.
+    searches: HashMap<String, (u64, Search)>,
 }
 
 impl<'a> Collector<'a> {
@@ -28,6 +32,7 @@ impl<'a> Collector<'a> {
             skipped: Vec::new(),
             seen: HashMap::new(),
             id_field,
+            searches: HashMap::new(),
         }
     }
 
@@ -54,11 +59,25 @@ impl<'a> Collector<'a> {
         }
     }
 
-    /// A parsed job; a repeated id makes the later row bad (field `id`).
+    /// A parsed job; a repeated id makes the later row bad (field `id`), and so does a trial
+    /// whose search runs another number of trials at once or keeps the other objective than the
+    /// search's first trial said (field `search`).
     pub fn push(&mut self, job: TraceJob) -> Result<(), TraceError> {
         if let Some(first) = self.seen.get(&job.id) {
             let message = format!("duplicate id {:?} (first used on line {first})", job.id);
             return self.reject(RowError::field(job.line, self.id_field, message));
+        }
+        if let Some(trial) = &job.trial {
+            match self.searches.get(&trial.search.name) {
+                Some((line, first)) => {
+                    if let Some(message) = disagreement(first, &trial.search, *line) {
+                        return self.reject(RowError::field(job.line, "search", message));
+                    }
+                }
+                None => {
+                    self.searches.insert(trial.search.name.clone(), (job.line, trial.search.clone()));
+                }
+            }
         }
         self.seen.insert(job.id.clone(), job.line);
         self.jobs.push(job);
@@ -80,4 +99,22 @@ impl<'a> Collector<'a> {
         self.jobs.sort_by_key(|j| (j.submit, j.line));
         Ok(TraceRead { jobs: self.jobs, skipped: self.skipped })
     }
+}
+
+/// How `other` contradicts `first`, the search as its trial on `line` gave it.
+fn disagreement(first: &Search, other: &Search, line: u64) -> Option<String> {
+    let name = &first.name;
+    if first.parallel != other.parallel {
+        return Some(format!(
+            "search {name:?} runs {} trials at once (line {line}), not {}",
+            first.parallel, other.parallel
+        ));
+    }
+    (first.direction != other.direction).then(|| {
+        format!(
+            "search {name:?} keeps the {} objective (line {line}), not the {}",
+            first.direction.name(),
+            other.direction.name()
+        )
+    })
 }

@@ -4,7 +4,8 @@
 //! `submit_s`, `runtime_s`, `tenant`, `pods` and `gpus_per_pod` are
 //! required; `runtime_estimate_s` and `topology` may be absent or `null`;
 //! `priority`, `cpu_milli_per_pod` and `memory_mib_per_pod` default to 0;
-//! `slice` and `pod_sets` (strings, as in the CSV format) may be absent.
+//! `slice` and `pod_sets` (strings, as in the CSV format) may be absent, and so may `search`
+//! (a string, as in the CSV format) and `objective` (a number).
 //! Unknown keys are errors. Blank lines are skipped. Every error names the
 //! line and, when one key is at fault, that key.
 
@@ -18,9 +19,10 @@ use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
     COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text,
-    slice, slice_text, topology, tpu, tpu_text,
+    search, search_text, slice, slice_text, topology, tpu, tpu_text,
 };
 use crate::job::TraceJob;
+use crate::trial::Objective;
 
 /// Reads every line into the collector.
 pub(crate) fn read(input: impl Read, coll: &mut Collector<'_>) -> Result<(), TraceError> {
@@ -75,6 +77,8 @@ fn parse_line(text: &str, line: u64) -> Result<TraceJob, RowError> {
         tpu: f.optional("tpu", |v| tpu(&string(v)?), None)?,
         gpu_layout: f.optional("gpu_layout", |v| gpu_layout(&string(v)?), None)?,
         claims: f.optional("claims", |v| claims(&string(v)?), Vec::new())?,
+        search: f.optional("search", |v| search(&string(v)?), None)?,
+        objective: f.optional("objective", |v| objective(v).map(Some), None)?,
     };
     parsed.into_job(line)
 }
@@ -127,6 +131,11 @@ fn string(v: &Value) -> Result<String, String> {
     v.as_str().map(str::to_string).ok_or_else(|| format!("expected a string, found {v}"))
 }
 
+/// A finite number (JSON has no other kind).
+fn objective(v: &Value) -> Result<Objective, String> {
+    v.as_f64().and_then(Objective::new).ok_or_else(|| format!("expected a number, found {v}"))
+}
+
 fn whole(v: &Value) -> Result<u64, String> {
     if let Some(n) = v.as_u64() {
         return Ok(n);
@@ -173,6 +182,10 @@ struct JsonRow<'a> {
     gpu_layout: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     claims: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    search: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    objective: Option<Objective>,
 }
 
 /// Writes the jobs, in the given order, one JSON object per line.
@@ -198,6 +211,8 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
             tpu: tpu_text(native.tpu.as_ref()),
             gpu_layout: gpu_layout_text(native.gpu_layout),
             claims: claims_text(&native.claims),
+            search: search_text(native.search.as_ref()),
+            objective: native.objective,
         };
         serde_json::to_writer(&mut out, &row).map_err(|e| fail(io::Error::from(e)))?;
         out.write_all(b"\n").map_err(fail)?;
@@ -247,7 +262,7 @@ mod tests {
             (r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1}"#, "field `gpus_per_pod`: missing"),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":1,"gpus_per_pod":1,"colour":"red"}"#,
-                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu, gpu_layout, claims",
+                "field `colour`: unknown field, expected one of id, submit_s, runtime_s, runtime_estimate_s, tenant, priority, pods, gpus_per_pod, cpu_milli_per_pod, memory_mib_per_pod, topology, slice, pod_sets, tpu, gpu_layout, claims, search, objective",
             ),
             (
                 r#"{"id":"x","submit_s":0,"runtime_s":60,"tenant":"t","pods":0,"gpus_per_pod":1}"#,

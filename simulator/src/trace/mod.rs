@@ -31,6 +31,8 @@ mod table;
 
 #[cfg(test)]
 mod fixture_tests;
+#[cfg(test)]
+mod trial_tests;
 
 use std::fmt;
 use std::io::{Read, Write};

@@ -5,6 +5,7 @@ use trainyard_topology::{GangShape, GpuLayout, PodSetShape, Resources, SliceRequ
 
 use super::error::RowError;
 use crate::job::TraceJob;
+use crate::trial::{Objective, Search, Trial};
 
 /// The fields of the schema, in CSV column order (also the JSONL keys).
 pub(crate) const COLUMNS: [&str; 11] = [
@@ -22,10 +23,11 @@ pub(crate) const COLUMNS: [&str; 11] = [
 ];
 
 /// Columns a row may have besides those: the main set's slices, the gang's other pod sets, the
-/// TPU slice shape of the main set, the GPU layout of the main set's pods, and the DRA claim
-/// templates its pods carry. Files without them read as before; writers add them only when some
-/// job needs them.
-pub(crate) const OPTIONAL_COLUMNS: [&str; 5] = ["slice", "pod_sets", "tpu", "gpu_layout", "claims"];
+/// TPU slice shape of the main set, the GPU layout of the main set's pods, the DRA claim
+/// templates its pods carry, and the search the row is a trial of with the objective it reports.
+/// Files without them read as before; writers add them only when some job needs them.
+pub(crate) const OPTIONAL_COLUMNS: [&str; 7] =
+    ["slice", "pod_sets", "tpu", "gpu_layout", "claims", "search", "objective"];
 
 /// One row of the schema, each field parsed but not yet checked as a whole.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +53,10 @@ pub(crate) struct NativeRow {
     pub gpu_layout: Option<GpuLayout>,
     /// ResourceClaimTemplates each of the row's own pods carries a claim of.
     pub claims: Vec<String>,
+    /// The search the row is a trial of.
+    pub search: Option<Search>,
+    /// What the trial reports when it finishes; only a trial has one.
+    pub objective: Option<Objective>,
 }
 
 /// Name of the pod set a row's own columns describe.
@@ -77,6 +83,8 @@ impl NativeRow {
             tpu: main.tpu.clone(),
             gpu_layout: main.gpu_layout,
             claims: main.claims.clone(),
+            search: job.trial.as_ref().map(|t| t.search.clone()),
+            objective: job.trial.as_ref().and_then(|t| t.objective),
         }
     }
 
@@ -98,6 +106,11 @@ impl NativeRow {
     /// Whether the row needs the `claims` column.
     pub fn has_claims(&self) -> bool {
         !self.claims.is_empty()
+    }
+
+    /// Whether the row needs the `search` and `objective` columns.
+    pub fn is_trial(&self) -> bool {
+        self.search.is_some()
     }
 
     /// Checks the row (non-empty id and tenant, runtimes of at least 1 s,
@@ -127,6 +140,9 @@ impl NativeRow {
         if pod.is_zero() {
             return bad("gpus_per_pod", "a pod must ask for GPUs, CPU or memory, but all three are 0");
         }
+        if self.objective.is_some() && self.search.is_none() {
+            return bad("objective", "only a trial reports an objective; name its search in `search`");
+        }
         let gang = self.gang(pod, line)?;
         Ok(TraceJob {
             id: self.id,
@@ -137,6 +153,7 @@ impl NativeRow {
             priority: self.priority,
             gang,
             line,
+            trial: self.search.map(|search| Trial { search, objective: self.objective }),
         })
     }
 
@@ -164,6 +181,26 @@ impl NativeRow {
         })?;
         Ok(shape)
     }
+}
+
+/// The text form of a search, `<name>:<parallel>[:max|min]`; empty means none.
+pub(crate) fn search(text: &str) -> Result<Option<Search>, String> {
+    Search::parse(text)
+}
+
+/// The text of a search.
+pub(crate) fn search_text(search: Option<&Search>) -> String {
+    search.map(ToString::to_string).unwrap_or_default()
+}
+
+/// The text form of an objective, a finite number; empty means none.
+pub(crate) fn objective(text: &str) -> Result<Option<Objective>, String> {
+    Objective::parse(text)
+}
+
+/// The text of an objective.
+pub(crate) fn objective_text(objective: Option<Objective>) -> String {
+    objective.map(|o| o.to_string()).unwrap_or_default()
 }
 
 /// The text form of a slice request, `<level>:<size>`; empty means none.

@@ -3,7 +3,9 @@
 //! Header (column order is free, but no column may be missing or unknown):
 //! `id,submit_s,runtime_s,runtime_estimate_s,tenant,priority,pods,gpus_per_pod,cpu_milli_per_pod,memory_mib_per_pod,topology`,
 //! and optionally `slice` (`<level>:<size>`: the row's pods in slices, each inside one domain)
-//! and `pod_sets` (the gang's other pod sets, see `native::pod_sets`).
+//! and `pod_sets` (the gang's other pod sets, see `native::pod_sets`), `search`
+//! (`<name>:<parallel>[:max|min]`: the row is a trial of that search) and `objective` (the
+//! trial's reported metric, a finite number).
 //! Submit times are taken as written. `runtime_estimate_s` and `topology` may
 //! be empty (no estimate, unconstrained); empty `priority`,
 //! `cpu_milli_per_pod` and `memory_mib_per_pod` mean 0. `priority` may be
@@ -16,8 +18,8 @@ use std::io::{self, Read, Write};
 use super::collect::Collector;
 use super::error::{RowError, TraceError};
 use super::native::{
-    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, pod_sets, pod_sets_text,
-    slice, slice_text, topology, tpu, tpu_text,
+    COLUMNS, NativeRow, OPTIONAL_COLUMNS, claims, claims_text, gpu_layout, gpu_layout_text, objective, objective_text,
+    pod_sets, pod_sets_text, search, search_text, slice, slice_text, topology, tpu, tpu_text,
 };
 use super::table::{Row, integer_i32, read_rows, whole, whole_u32};
 use crate::job::TraceJob;
@@ -50,6 +52,8 @@ fn parse_row(row: &Row<'_>) -> Result<TraceJob, RowError> {
         tpu: row.get_optional("tpu", tpu)?,
         gpu_layout: row.get_optional("gpu_layout", gpu_layout)?,
         claims: row.get_optional("claims", claims)?,
+        search: row.get_optional("search", search)?,
+        objective: row.get_optional("objective", objective)?,
     };
     parsed.into_job(row.line)
 }
@@ -77,6 +81,10 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
     if with_claims {
         header.push(OPTIONAL_COLUMNS[4]);
     }
+    let with_trials = rows.iter().any(NativeRow::is_trial);
+    if with_trials {
+        header.extend(&OPTIONAL_COLUMNS[5..7]);
+    }
     writer.write_record(&header).map_err(fail)?;
     for r in rows {
         let mut extra: Vec<String> = Vec::new();
@@ -91,6 +99,9 @@ pub(crate) fn write(jobs: &[TraceJob], out: impl Write) -> Result<(), TraceError
         }
         if with_claims {
             extra.push(claims_text(&r.claims));
+        }
+        if with_trials {
+            extra.extend([search_text(r.search.as_ref()), objective_text(r.objective)]);
         }
         let fields = [
             r.id,

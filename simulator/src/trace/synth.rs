@@ -145,6 +145,7 @@ pub fn synthesize(cfg: &SynthConfig) -> Vec<TraceJob> {
                 gang
             },
             line: i as u64 + 2,
+            trial: None,
         });
     }
     jobs

@@ -73,6 +73,7 @@ pub fn api_resource(api_version: &str, kind: &str) -> Option<ApiResource> {
         "JobSet" => "jobsets",
         "LeaderWorkerSet" => "leaderworkersets",
         "ConfigMap" => "configmaps",
+        "Secret" => "secrets",
         "Workload" => "workloads",
         "PodGroup" => "podgroups",
         _ => return None,
@@ -413,6 +414,7 @@ impl Actor {
                     Err(e) => return Err(ActError::Slurm(e)),
                 }
             }
+            Action::Create(object) => self.create(object).await?,
             Action::CreateSshSecret { name: secret } => {
                 let owner = json!({
                     "apiVersion": TrainJob::api_version(&()), "kind": TrainJob::kind(&()), "name": name,
@@ -478,6 +480,22 @@ impl Actor {
         let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), &meta("namespace"), &ar);
         api.patch(&meta("name"), &apply_params(), &Patch::Apply(object)).await?;
         Ok(())
+    }
+
+    /// Creates `object` unless one of its name exists (whoever made it: the next look tells).
+    async fn create(&self, object: &Value) -> Result<(), kube::Error> {
+        let field = |k: &str| object.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let namespace = object["metadata"].get("namespace").and_then(Value::as_str).unwrap_or_default();
+        let Some(ar) = api_resource(&field("apiVersion"), &field("kind")) else {
+            return Err(kube::Error::Service(format!("no API resource for {}", field("kind")).into()));
+        };
+        let api: Api<DynamicObject> = Api::namespaced_with(self.client.clone(), namespace, &ar);
+        let body: DynamicObject = serde_json::from_value(object.clone()).map_err(kube::Error::SerdeError)?;
+        let params = kube::api::PostParams { field_manager: Some(FIELD_MANAGER.to_string()), ..Default::default() };
+        match api.create(&params, &body).await {
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            other => other.map(|_| ()),
+        }
     }
 
     async fn delete(&self, target: &ObjectRef) -> Result<(), kube::Error> {

@@ -1,10 +1,11 @@
-//! The objects an admitted TrainJob is launched as: a JobSet or LeaderWorkerSet, plus the MPI hostfile.
+//! The objects an admitted TrainJob is launched as: a JobSet or LeaderWorkerSet, plus what its pods
+//! mount (the MPI hostfile, Flux's scripts and certificate).
 
 use serde_json::{Value, json};
 use trainyard_bridges::trainer as bridge;
 use trainyard_bridges::{
-    GANG_LABEL, Placement, RenderError, RenderOptions, WorkloadKind, render_jobset, render_leader_worker_set,
-    render_lws_mpi_hostfile, render_mpi_hostfile,
+    GANG_LABEL, Placement, RenderError, RenderOptions, WorkloadKind, render_flux_objects, render_jobset,
+    render_leader_worker_set, render_lws_mpi_hostfile, render_mpi_hostfile,
 };
 
 use crate::controller::acting::admission_record::AdmissionRecord;
@@ -27,6 +28,17 @@ pub struct Rendered {
     pub binder_group: Option<Value>,
     /// The SSH key Secret its pods mount (MPI runtimes).
     pub ssh_secret: Option<String>,
+    /// Flux runtimes: the brokers' scripts ConfigMap and their CURVE certificate Secret.
+    pub flux: Option<FluxObjects>,
+}
+
+/// What the pods of a Flux gang mount beside their workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FluxObjects {
+    /// `<tj>-flux-entrypoint`: the installer's and the brokers' scripts.
+    pub config_map: Value,
+    /// `<tj>-flux-curve`: the key pair the brokers share (the same for every render of the TrainJob).
+    pub secret: Value,
 }
 
 /// A namespaced object's identity, for deletes and lookups.
@@ -89,10 +101,13 @@ pub fn render(
     let opts = RenderOptions { pod_group_markers: false, ..opts };
     let name = job.metadata.name.clone().unwrap_or_default();
     let namespace = job.metadata.namespace.clone().unwrap_or_default();
+    let mut flux = None;
     let (workload, hostfile, layout) = match kind {
         WorkloadKind::JobSet => {
             let jobset = render_jobset(job, &runtime.spec, &opts)?;
             let hostfile = render_mpi_hostfile(job, &runtime.spec, &jobset);
+            flux = render_flux_objects(job, &runtime.spec, &jobset)
+                .map(|[config_map, secret]| FluxObjects { config_map, secret });
             let rjobs = &jobset.spec.replicated_jobs;
             let layout = GangLayout::JobSet(
                 trainyard_bridges::render::gang_replicated_jobs(rjobs)
@@ -170,7 +185,7 @@ pub fn render(
     });
     let mpi = runtime.spec.ml_policy.as_ref().is_some_and(|m| m.mpi.is_some());
     let ssh_secret = mpi.then(|| format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX));
-    Ok(Rendered { workload, hostfile, layout, gang_objects, binder_group, ssh_secret })
+    Ok(Rendered { workload, hostfile, layout, gang_objects, binder_group, ssh_secret, flux })
 }
 
 /// The claims every gang pod template names by `resourceClaimName` (one object all the gang's

@@ -163,6 +163,7 @@ pub fn names(actions: &[Action]) -> Vec<String> {
             Action::RecordAdmission(_) => "RecordAdmission".to_string(),
             Action::ClearAdmission => "ClearAdmission".to_string(),
             Action::Apply(v) => format!("Apply {}", v["kind"].as_str().unwrap_or("?")),
+            Action::Create(v) => format!("Create {}", v["kind"].as_str().unwrap_or("?")),
             Action::Delete(r) => format!("Delete {}", r.kind),
             Action::Ungate(u) => format!("Ungate {}->{}", u.pod, u.node),
             Action::AllocateClaim { claim, node, .. } => format!("AllocateClaim {claim}@{node}"),

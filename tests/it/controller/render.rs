@@ -366,3 +366,35 @@ fn the_binder_flag_serves_runtimes_that_name_none() {
     let (ok, _, err) = render(&["-f", &path(JOB), "--runtime", &path(RUNTIME), "--binder", "yunikorn"]);
     assert!(!ok && err.contains("yunikorn"), "{err}");
 }
+
+#[test]
+fn a_flux_runtime_renders_brokers_with_their_scripts_and_certificate() {
+    let job = "bridges/tests/fixtures/flux.trainjob.yaml";
+    let out = golden_render("flux.jobset.yaml", job, "bridges/tests/fixtures/flux.runtime.yaml");
+    assert!(out.contains("name: flux-installer"), "{out}");
+    assert!(out.contains("kind: ConfigMap") && out.contains("name: lammps-reax-flux-entrypoint"), "{out}");
+    assert!(out.contains("kind: Secret") && out.contains("name: lammps-reax-flux-curve"), "{out}");
+    // Two brokers of 4 tasks and 2 GPUs: 8 tasks, 1 GPU each; the TrainJob's queue policy and the
+    // runtime's network device reach the broker's configuration.
+    assert!(out.contains("flux run -N 2 -n 8 -g 1"), "{out}");
+    assert!(out.contains("hosts = [{ host = \"lammps-reax-node-0-[0-1]\" }]"), "{out}");
+    assert!(out.contains("queue-policy = \"easy\"") && out.contains("tcp://eth1:%p"), "{out}");
+    assert!(out.contains("%h.lammps-reax.hpc.svc.cluster.local"), "{out}");
+    // The certificate is the TrainJob's own: the same in every render.
+    assert_eq!(out, golden_render("flux.jobset.yaml", job, "bridges/tests/fixtures/flux.runtime.yaml"));
+    // Both scripts are shell bash accepts.
+    let docs: Vec<serde_json::Value> = out
+        .split("\n---\n")
+        .filter_map(|d| serde_saphyr::from_str(d).ok())
+        .filter(|d: &serde_json::Value| d["kind"] == "ConfigMap")
+        .collect();
+    assert_eq!(docs.len(), 1, "{out}");
+    for script in ["init.sh", "entrypoint.sh"] {
+        let text = docs[0]["data"][script].as_str().unwrap_or_else(|| panic!("{script} in {out}"));
+        let file = std::env::temp_dir().join(format!("trainyard-flux-{}-{script}", std::process::id()));
+        std::fs::write(&file, text).unwrap();
+        let check = std::process::Command::new("bash").arg("-n").arg(&file).output().expect("bash");
+        let _ = std::fs::remove_file(&file);
+        assert!(check.status.success(), "{script}: {}", String::from_utf8_lossy(&check.stderr));
+    }
+}

@@ -119,7 +119,9 @@ impl Server {
             Action::PatchTrainJob { .. } => unreachable!("standalone mode"),
             Action::SubmitSlurm(_) | Action::CancelSlurm { .. } => unreachable!("no Slurm queue"),
             Action::AllocateClaim { .. } | Action::ReleaseClaim { .. } => unreachable!("no DRA claims"),
-            Action::CreateSshSecret { .. } => unreachable!("the replay world never looks at Secrets"),
+            Action::CreateSshSecret { .. } | Action::Create(_) => {
+                unreachable!("the replay world never looks at Secrets")
+            }
             Action::Event { .. } => {}
         }
     }

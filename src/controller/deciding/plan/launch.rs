@@ -1,5 +1,6 @@
 //! Launching in a plan: the workload rendered for the gang's admission, and applied after what
-//! its pods need (the binder's or kube-scheduler's group, the MPI hostfile and SSH key Secret).
+//! its pods need (the binder's or kube-scheduler's group, the MPI hostfile and SSH key Secret,
+//! Flux's scripts and certificate).
 
 use super::{Action, Planner, SecretSeen};
 use crate::controller::acting::admission_record::AdmissionRecord;
@@ -31,7 +32,8 @@ impl Planner<'_, '_> {
     }
 
     /// Applies the rendered workload; `launch` (not a suspension in place) first makes what its
-    /// pods mount, the MPI hostfile and SSH key Secret, so that no pod waits for a volume.
+    /// pods mount (the MPI hostfile and SSH key Secret, Flux's ConfigMap and Secret), so that no
+    /// pod waits for a volume.
     pub(super) fn apply_rendered(&mut self, record: Option<&AdmissionRecord>, launch: bool) -> Option<Rendered> {
         let rendered = self.render(record)?;
         if launch {
@@ -47,6 +49,10 @@ impl Planner<'_, '_> {
                 && let Some(cm) = &rendered.hostfile
             {
                 self.actions.push(Action::Apply(cm.clone()));
+            }
+            if let Some(flux) = &rendered.flux {
+                self.actions.push(Action::Create(flux.secret.clone()));
+                self.actions.push(Action::Apply(flux.config_map.clone()));
             }
         }
         // The pod group must exist before its pods do, or kube-scheduler does not count them; the

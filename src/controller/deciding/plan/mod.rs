@@ -121,6 +121,9 @@ pub enum Action {
     Delete(ObjectRef),
     /// Bind one gated pod to its node and drop the gate.
     Ungate(Ungate),
+    /// Create an object unless one of its name exists (a Secret whose content never changes, so
+    /// that trainyard needs no right to patch Secrets).
+    Create(Value),
     /// Make the MPI gang's SSH key Secret (a new key pair, owned by the TrainJob), unless one of
     /// that name exists.
     CreateSshSecret {
