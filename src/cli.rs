@@ -82,12 +82,12 @@ enum Command {
     Import(crate::import_cmd::ImportCommand),
     /// Show a TrainJob as the scheduler sees it (trainyard API).
     Get(crate::api_cmd::NamedArgs),
-    /// List TrainJobs, by queue and state (trainyard API).
+    /// List TrainJobs, by queue, state and search (trainyard API).
     List(crate::api_cmd::ListArgs),
     /// Why a TrainJob waits, and what would let it start (trainyard API).
     Explain(crate::api_cmd::NamedArgs),
-    /// When a waiting TrainJob is expected to start (trainyard API).
-    Eta(crate::api_cmd::NamedArgs),
+    /// When a waiting TrainJob, or each remaining trial of a search, is expected to start (trainyard API).
+    Eta(crate::api_cmd::EtaArgs),
     /// Delete a TrainJob: its pods stop and its quota is freed (trainyard API).
     Cancel(crate::api_cmd::CancelArgs),
     /// Every queue: quota, usage, borrowing and waiting TrainJobs by reason (trainyard API).

@@ -39,6 +39,6 @@ impl JsonSchema for OptimizationJob {
 impl OptimizationJob {
     /// The search as the pure search code takes it (same JSON, so nothing is lost).
     pub fn to_bridge(&self) -> Result<bridge::OptimizationJob, serde_json::Error> {
-        serde_json::to_value(self).and_then(serde_json::from_value)
+        super::trainer::convert(self)
     }
 }

@@ -123,7 +123,7 @@ impl JsonSchema for ClusterTrainingRuntime {
 }
 
 /// The object in the renderer's own types (same JSON, so the conversion cannot lose a field).
-fn convert<T: Serialize, U: serde::de::DeserializeOwned>(object: &T) -> Result<U, serde_json::Error> {
+pub(super) fn convert<T: Serialize, U: serde::de::DeserializeOwned>(object: &T) -> Result<U, serde_json::Error> {
     serde_json::to_value(object).and_then(serde_json::from_value)
 }
 

@@ -69,6 +69,22 @@ pub struct ListArgs {
     /// Only TrainJobs in this state.
     #[arg(long, value_enum)]
     pub state: Option<StateArg>,
+    /// Only the trials of this hyperparameter search (OptimizationJob).
+    #[arg(long, value_name = "NAME")]
+    pub search: Option<String>,
+    #[command(flatten)]
+    pub connection: Connection,
+}
+
+/// Flags of `trainyard eta`: one TrainJob, or every remaining trial of a search.
+#[derive(Debug, Args)]
+pub struct EtaArgs {
+    /// The TrainJob's name.
+    #[arg(required_unless_present = "search", conflicts_with = "search")]
+    pub name: Option<String>,
+    /// A hyperparameter search (OptimizationJob): when its remaining trials start.
+    #[arg(long, value_name = "NAME")]
+    pub search: Option<String>,
     #[command(flatten)]
     pub connection: Connection,
 }
@@ -163,8 +179,8 @@ pub enum ApiCommand {
     List(ListArgs),
     /// `explain NAME`.
     Explain(NamedArgs),
-    /// `eta NAME`.
-    Eta(NamedArgs),
+    /// `eta NAME` or `eta --search NAME`.
+    Eta(EtaArgs),
     /// `cancel NAME`.
     Cancel(CancelArgs),
     /// `queues`.
@@ -204,6 +220,7 @@ pub async fn execute(command: ApiCommand, out: &mut impl Write) -> Result<()> {
                 namespace: if a.all_namespaces { String::new() } else { ns },
                 queue: a.queue.unwrap_or_default(),
                 state: a.state.map(|s| s.proto() as i32).unwrap_or(0),
+                search: a.search.unwrap_or_default(),
             };
             let list = connect(&endpoint).await?.list(request).await.map_err(refused)?;
             write!(out, "{}", output::jobs(&list.get_ref().jobs, a.connection.output, a.all_namespaces)?)?;
@@ -219,9 +236,28 @@ pub async fn execute(command: ApiCommand, out: &mut impl Write) -> Result<()> {
         }
         ApiCommand::Eta(a) => {
             let (endpoint, ns) = a.connection.resolve()?;
-            let eta =
-                connect(&endpoint).await?.eta(v1::EtaRequest { job: job_ref(&ns, &a.name) }).await.map_err(refused)?;
-            write!(out, "{}", output::eta(eta.get_ref(), a.connection.output)?)?;
+            let mut client = connect(&endpoint).await?;
+            match (&a.search, &a.name) {
+                (Some(search), _) => {
+                    let request =
+                        v1::ListRequest { namespace: ns.clone(), search: search.clone(), ..Default::default() };
+                    let trials = client.list(request).await.map_err(refused)?.into_inner().jobs;
+                    if trials.is_empty() {
+                        anyhow::bail!("no trials of search {search} in namespace {ns}");
+                    }
+                    let mut answers = Vec::new();
+                    for trial in trials.iter().filter(|t| t.state() != v1::JobState::Inactive) {
+                        let request = v1::EtaRequest { job: job_ref(&trial.namespace, &trial.name) };
+                        answers.push(client.eta(request).await.map_err(refused)?.into_inner());
+                    }
+                    write!(out, "{}", output::search_eta(search, &trials, &answers, a.connection.output)?)?;
+                }
+                (None, name) => {
+                    let name = name.as_deref().unwrap_or_default();
+                    let eta = client.eta(v1::EtaRequest { job: job_ref(&ns, name) }).await.map_err(refused)?;
+                    write!(out, "{}", output::eta(eta.get_ref(), a.connection.output)?)?;
+                }
+            }
         }
         ApiCommand::Cancel(a) => {
             let (endpoint, ns) = a.connection.resolve()?;

@@ -59,6 +59,8 @@ pub struct JobOut<'a> {
     domain: &'a str,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     nodes: &'a [String],
+    #[serde(skip_serializing_if = "str::is_empty")]
+    search: &'a str,
 }
 
 /// The structured view of a job.
@@ -77,6 +79,7 @@ pub fn job_out(job: &v1::Job) -> JobOut<'_> {
         created: time_value(job.created),
         domain: &job.domain,
         nodes: &job.nodes,
+        search: &job.search,
     }
 }
 
@@ -89,6 +92,11 @@ pub fn jobs(list: &[v1::Job], output: Output, namespaces: bool) -> anyhow::Resul
     let mut header = vec!["NAME", "QUEUE", "STATE", "REASON", "PODS", "GPUS", "CREATED"];
     if wide {
         header.extend(["PRIORITY", "NODES", "DOMAIN", "MESSAGE"]);
+    }
+    // Trials show the search they belong to; a list without any keeps its columns.
+    let searches = list.iter().any(|j| !j.search.is_empty());
+    if searches {
+        header.insert(1, "SEARCH");
     }
     if namespaces {
         header.insert(0, "NAMESPACE");
@@ -109,6 +117,9 @@ pub fn jobs(list: &[v1::Job], output: Output, namespaces: bool) -> anyhow::Resul
                 let nodes = if j.nodes.is_empty() { "-".to_string() } else { j.nodes.join(",") };
                 let domain = if j.domain.is_empty() { "-".to_string() } else { j.domain.clone() };
                 row.extend([j.priority.to_string(), nodes, domain, j.message.clone()]);
+            }
+            if searches {
+                row.insert(1, if j.search.is_empty() { "-".into() } else { j.search.clone() });
             }
             if namespaces {
                 row.insert(0, j.namespace.clone());
@@ -185,23 +196,42 @@ pub fn explanation(e: &v1::Explanation, output: Output) -> anyhow::Result<String
     Ok(out)
 }
 
+/// An ETA answer as the structured formats print it.
+fn eta_value(e: &v1::EtaResponse) -> serde_json::Value {
+    let job = e.job.clone().unwrap_or_default();
+    serde_json::json!({
+        "job": job_out(&job), "answer": short(e.kind().as_str_name(), "KIND_"), "earliest": time_value(e.earliest),
+        "likely": time_value(e.likely), "started": time_value(e.started), "reason": e.reason,
+        "waitsFor": e.waits_for.iter().map(v1::JobRef::to_string).collect::<Vec<_>>(),
+        "waitsForTotal": e.waits_for_total, "asked": time_value(e.now),
+    })
+}
+
 /// When a TrainJob starts.
 pub fn eta(e: &v1::EtaResponse, output: Output) -> anyhow::Result<String> {
-    let job = e.job.clone().unwrap_or_default();
-    let kind = short(e.kind().as_str_name(), "KIND_");
     if matches!(output, Output::Json | Output::Yaml) {
-        let value = serde_json::json!({
-            "job": job_out(&job), "answer": kind, "earliest": time_value(e.earliest), "likely": time_value(e.likely),
-            "started": time_value(e.started), "reason": e.reason, "waitsFor": e.waits_for.iter().map(v1::JobRef::to_string).collect::<Vec<_>>(),
-            "waitsForTotal": e.waits_for_total, "asked": time_value(e.now),
-        });
-        return structured(&value, output);
+        return structured(&eta_value(e), output);
     }
     let wide = output == Output::Wide;
+    let mut out = table(&eta_header(wide), &[eta_row(e, wide)]);
+    if !wide && !e.reason.is_empty() {
+        out.push_str(&format!("{}\n", e.reason));
+    }
+    Ok(out)
+}
+
+fn eta_header(wide: bool) -> Vec<&'static str> {
     let mut header = vec!["NAME", "ANSWER", "EARLIEST", "LIKELY", "IN"];
     if wide {
         header.extend(["WAITS FOR", "REASON"]);
     }
+    header
+}
+
+/// One ETA answer as a table row.
+fn eta_row(e: &v1::EtaResponse, wide: bool) -> Vec<String> {
+    let job = e.job.clone().unwrap_or_default();
+    let kind = short(e.kind().as_str_name(), "KIND_");
     let (earliest, likely, within) = match e.kind() {
         v1::eta_response::Kind::Estimate => (time(e.earliest), time(e.likely), span(e.likely.saturating_sub(e.now))),
         v1::eta_response::Kind::Running => (time(e.started), time(e.started), "running".into()),
@@ -219,9 +249,53 @@ pub fn eta(e: &v1::EtaResponse, output: Output) -> anyhow::Result<String> {
         };
         row.extend([waits, if e.reason.is_empty() { "-".into() } else { e.reason.clone() }]);
     }
-    let mut out = table(&header, &[row]);
-    if !wide && !e.reason.is_empty() {
-        out.push_str(&format!("{}\n", e.reason));
+    row
+}
+
+/// A hyperparameter search's trials: how many ended, run and wait, when each remaining one
+/// starts (`answers`, one per trial not ended) and how many are not made yet.
+pub fn search_eta(
+    search: &str,
+    trials: &[v1::Job],
+    answers: &[v1::EtaResponse],
+    output: Output,
+) -> anyhow::Result<String> {
+    let count = |states: &[v1::JobState]| trials.iter().filter(|t| states.contains(&t.state())).count();
+    let ended = count(&[v1::JobState::Inactive]);
+    let running = count(&[v1::JobState::Admitted, v1::JobState::Degraded]);
+    let waiting = trials.len() - ended - running;
+    let (total, parallel) =
+        trials.iter().find(|t| t.search_trials > 0).map_or((0, 0), |t| (t.search_trials, t.search_parallel));
+    let not_made = (total as usize).saturating_sub(trials.len());
+    let last_start =
+        answers.iter().filter(|e| e.kind() == v1::eta_response::Kind::Estimate).map(|e| e.likely).max().unwrap_or(0);
+    if matches!(output, Output::Json | Output::Yaml) {
+        let value = serde_json::json!({
+            "search": search, "trials": (total > 0).then_some(total), "parallel": (parallel > 0).then_some(parallel),
+            "made": trials.len(), "ended": ended, "running": running, "waiting": waiting,
+            "notMade": (total > 0).then_some(not_made), "lastLikelyStart": time_value(last_start),
+            "items": answers.iter().map(eta_value).collect::<Vec<_>>(),
+        });
+        return structured(&value, output);
+    }
+    let wide = output == Output::Wide;
+    let mut out = String::new();
+    if !answers.is_empty() {
+        let rows: Vec<Vec<String>> = answers.iter().map(|e| eta_row(e, wide)).collect();
+        out.push_str(&table(&eta_header(wide), &rows));
+    }
+    let size = if total > 0 { format!("{total} trials, {parallel} at once") } else { "size unknown".to_string() };
+    out.push_str(&format!(
+        "search {search} ({size}): {} made, {ended} ended, {running} running, {waiting} waiting",
+        trials.len()
+    ));
+    if last_start > 0 {
+        out.push_str(&format!("; the last waiting one likely starts {}", time(last_start)));
+    }
+    match (total, not_made) {
+        (0, _) => out.push_str("; more may follow (the search is run elsewhere and its trials do not say its size)\n"),
+        (_, 0) => out.push_str("; every trial is made\n"),
+        (_, n) => out.push_str(&format!("; {n} not made yet: each starts as a running trial ends\n")),
     }
     Ok(out)
 }

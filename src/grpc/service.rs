@@ -267,7 +267,8 @@ impl Trainyard for TrainyardApi {
         // Listen before reading the current state: an event of the cycle in between is sent
         // twice at worst, never lost.
         let mut events = self.backend.events.subscribe();
-        let listed = v1::ListRequest { namespace: filter.namespace.clone(), queue: filter.queue.clone(), state: 0 };
+        let listed =
+            v1::ListRequest { namespace: filter.namespace.clone(), queue: filter.queue.clone(), ..Default::default() };
         let jobs = match self.ask(Query::List(listed)).await? {
             Answer::Jobs(jobs) => jobs,
             other => return Err(unexpected(other)),

@@ -16,6 +16,9 @@ pub const SEARCH_LABEL: &str = "trainyard.io/search";
 pub const TRIAL_ANNOTATION: &str = "trainyard.io/trial";
 /// Annotation with a trial's parameter values, as a JSON object.
 pub const PARAMETERS_ANNOTATION: &str = "trainyard.io/trial-parameters";
+/// Annotation with the trials its search runs in all and at once, `<trials>/<parallel>`, so that
+/// whoever reads a trial knows how much of the search remains.
+pub const SIZE_ANNOTATION: &str = "trainyard.io/search-size";
 const LONGEST_PREFIX: usize = 50;
 
 /// The search's name as trial names and labels carry it: a DNS label of at most 50 characters
@@ -69,6 +72,7 @@ pub fn trial_object(job: &OptimizationJob, search: &Search, index: u32) -> Optio
     annotations[TRIAL_ANNOTATION] = json!(index.to_string());
     let by_name: serde_json::Map<String, Value> = values.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
     annotations[PARAMETERS_ANNOTATION] = json!(Value::Object(by_name).to_string());
+    annotations[SIZE_ANNOTATION] = json!(format!("{}/{}", search.trials, search.parallel));
     Some(json!({
         "apiVersion": crate::trainer::API_VERSION,
         "kind": "TrainJob",

@@ -85,6 +85,11 @@ pub fn job_ref(key: &str) -> v1::JobRef {
 pub fn live_job_view(live: &Live, entry: &JobEntry) -> v1::Job {
     let mut job = job_view(entry, live.decision(&entry.key));
     label_queue(live, &entry.key, &mut job);
+    if let Some(trial) = live.search_of(&entry.key) {
+        job.search = trial.search;
+        job.search_trials = trial.trials;
+        job.search_parallel = trial.parallel;
+    }
     job
 }
 
@@ -160,6 +165,7 @@ fn list(live: &Live, filter: &v1::ListRequest) -> Vec<v1::Job> {
         .map(|e| live_job_view(live, e))
         .filter(|j| filter.queue.is_empty() || j.queue == filter.queue)
         .filter(|j| state == S::Unspecified || j.state() == state)
+        .filter(|j| filter.search.is_empty() || j.search == filter.search)
         .collect();
     jobs.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     jobs

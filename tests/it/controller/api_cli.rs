@@ -180,3 +180,61 @@ async fn a_refusal_is_one_error_line_with_its_code() {
     args.extend(flags(replica.addr, &dir, "alice-token"));
     run(args).await.assert_error(&["submit needs -f FILE"]);
 }
+
+/// A trial of search `tune` (5 trials, 2 at once, as trainyard's own trials say).
+fn trial(name: &str, created: u64) -> trainyard::api::TrainJob {
+    let mut job = super::cluster::trainjob(name, "gpu", "team", 2, 8, created);
+    job.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+        api_version: "trainer.kubeflow.org/v1alpha1".into(),
+        kind: "OptimizationJob".into(),
+        name: "tune".into(),
+        uid: "uid-tune".into(),
+        controller: Some(true),
+        ..Default::default()
+    }]);
+    job.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert("trainyard.io/search-size".into(), "5/2".into());
+    job
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_is_listed_as_one_and_its_remaining_trials_get_their_start() {
+    let mut h = harness();
+    h.job(trial("tune-trial-0", 7));
+    h.job(trial("tune-trial-1", 8));
+    h.advance(1);
+    let replica = Replica::start("leader-a", h, Limit { per_second: 1000.0, burst: 1000 }, true).await;
+    let dir = TempDir::create();
+    let with = |args: &[&str]| {
+        let mut full = vec![args[0].to_string()];
+        full.extend(flags(replica.addr, &dir, "alice-token"));
+        full.extend(args[1..].iter().map(|s| s.to_string()));
+        full
+    };
+    let listed = run(with(&["list", "--search", "tune"])).await;
+    let text = listed.stdout.clone();
+    assert!(listed.status.success(), "{}", listed.stderr);
+    assert!(text.lines().next().unwrap().starts_with("NAME") && text.contains("SEARCH"), "{text}");
+    assert_eq!(text.lines().count(), 3, "only the two trials: {text}");
+    assert!(text.lines().skip(1).all(|l| l.contains("tune-trial-") && l.contains(" tune ")), "{text}");
+    let all = run(with(&["list"])).await.stdout;
+    assert!(all.contains("next") && all.contains("tune-trial-0"), "{all}");
+
+    let eta = run(with(&["eta", "--search", "tune"])).await;
+    assert!(eta.status.success(), "{}", eta.stderr);
+    assert!(eta.stdout.contains("team/tune-trial-0") && eta.stdout.contains("team/tune-trial-1"), "{}", eta.stdout);
+    assert!(
+        eta.stdout.contains("search tune (5 trials, 2 at once): 2 made, 0 ended, 0 running, 2 waiting")
+            && eta.stdout.contains("3 not made yet"),
+        "{}",
+        eta.stdout
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&run(with(&["eta", "--search", "tune", "-o", "json"])).await.stdout).unwrap();
+    assert_eq!(json["notMade"], 3);
+    assert_eq!(json["items"].as_array().unwrap().len(), 2);
+    assert_eq!(json["items"][0]["job"]["search"], "tune");
+    run(with(&["eta", "--search", "nothing"])).await.assert_error(&["no trials of search nothing in namespace team"]);
+}

@@ -6,10 +6,23 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use super::Live;
+use trainyard_bridges::search::trials::SIZE_ANNOTATION;
+
 use crate::api::{QUEUE_LABEL, TrainJob};
 use crate::controller::deciding::intent::IntentContext;
 use crate::controller::deciding::scheduling_loop::{JobEntry, JobState};
 use crate::controller::watching::scheduler_inputs::{IntentCache, arrival_of, created_s, job_entry};
+
+/// The search a TrainJob is a trial of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrialOf {
+    /// The OptimizationJob's name.
+    pub search: String,
+    /// Trials it runs in all, 0 when unknown.
+    pub trials: u32,
+    /// Trials it runs at once, 0 when unknown.
+    pub parallel: u32,
+}
 
 /// The TrainJobs and what the loop was told about them.
 #[derive(Debug, Default)]
@@ -90,6 +103,20 @@ impl Jobs {
             Some(job) => job.metadata.labels.as_ref()?.get(QUEUE_LABEL).map(String::as_str),
             None => self.gone.get(key).or_else(|| self.gone_before.get(key)).map(String::as_str),
         }
+    }
+
+    /// The hyperparameter search a TrainJob is a trial of, by `namespace/name`: the
+    /// OptimizationJob owning it (whoever made it), with the trials that search runs in all and
+    /// at once when the trial says (trainyard's own trials do).
+    pub(super) fn search_of(&self, key: &str) -> Option<TrialOf> {
+        let job = self.uid_of(key).and_then(|uid| self.objects.get(uid))?;
+        let owner = job.metadata.owner_references.iter().flatten().find(|o| o.kind == "OptimizationJob")?;
+        let size = job.metadata.annotations.as_ref().and_then(|a| a.get(SIZE_ANNOTATION));
+        let (trials, parallel) = size
+            .and_then(|s| s.split_once('/'))
+            .and_then(|(t, p)| Some((t.parse().ok()?, p.parse().ok()?)))
+            .unwrap_or((0, 0));
+        Some(TrialOf { search: owner.name.clone(), trials, parallel })
     }
 
     /// A cycle begins: labels of TrainJobs deleted before the last one are no longer asked for.

@@ -557,6 +557,11 @@ impl Live {
         self.jobs.queue_label(key)
     }
 
+    /// The hyperparameter search a TrainJob is a trial of, by `namespace/name`.
+    pub fn search_of(&self, key: &str) -> Option<jobs::TrialOf> {
+        self.jobs.search_of(key)
+    }
+
     /// Every entry, for Queue status.
     pub fn entries(&self) -> impl Iterator<Item = &JobEntry> + '_ {
         self.jobs.entries()
