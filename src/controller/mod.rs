@@ -13,7 +13,6 @@
 pub mod acting;
 pub mod deciding;
 pub mod process;
-pub mod searches;
 pub mod serving;
 pub mod slurm;
 pub mod watching;

@@ -1,6 +1,8 @@
 //! The controller process: the watches, the scheduling task, the status writer and the
-//! reconcilers wired together, and how soon it retries after the API server failed it.
+//! reconcilers wired together, standalone mode's search controller, and how soon it retries
+//! after the API server failed it.
 
 pub mod retry;
 pub mod run;
+pub mod searches;
 mod triggers;

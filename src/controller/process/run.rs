@@ -420,7 +420,7 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     // In companion mode Trainer's controller runs searches; their trials are admitted like any
     // TrainJob.
     if ctx.settings.mode == Mode::Standalone {
-        tokio::spawn(crate::controller::searches::run(client.clone(), stop.clone()));
+        tokio::spawn(crate::controller::process::searches::run(client.clone(), stop.clone()));
     }
     health.ready.store(true, Ordering::Relaxed);
     let _ = serving_tx.send(true);
