@@ -7,17 +7,19 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use trainyard_topology::devices::{DraObjects, parse_objects};
+use trainyard_topology::fleet::{FleetSpec, Member, resolve_fleet};
 use trainyard_topology::sources::k8s_nodes::{self, NodeListOptions};
 use trainyard_topology::sources::{HostDefaults, LoadedTopology, lingjun, slurm};
-use trainyard_topology::{Cluster, Resources, Topology, intra_node};
+use trainyard_topology::{Cluster, ClusterSpec, Resources, Topology, intra_node};
 
 use crate::inputs::{BUILTIN_CLUSTER, read_text};
 
 /// Where the cluster comes from; shared by `simulate` and `place`.
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
-    /// Cluster topology: a trainyard cluster YAML, a Kubernetes Node list (`kubectl get nodes
-    /// -o json|yaml`), a Slurm topology.conf (tree or block form) or the Lingjun `topo.csv`.
+    /// Cluster topology: a trainyard cluster YAML (or a fleet of them, no gang spanning two), a
+    /// Kubernetes Node list (`kubectl get nodes -o json|yaml`), a Slurm topology.conf (tree or
+    /// block form) or the Lingjun `topo.csv`.
     /// Without it, a built-in 512-GPU cluster (2 blocks x 4 racks x 8 hosts x 8 GPUs).
     #[arg(long, value_name = "FILE")]
     pub cluster: Option<PathBuf>,
@@ -98,6 +100,7 @@ impl ClusterArgs {
         let defaults =
             HostDefaults { capacity: Resources { gpus: self.host_gpus, ..HostDefaults::default().capacity } };
         let loaded: LoadedTopology = match format {
+            ClusterFormat::Yaml if FleetSpec::is_fleet(&text) => return load_fleet(path, &text),
             ClusterFormat::Yaml => return Ok(Cluster::from_yaml_with(&text, &name, |layout| nccl_file(path, layout))?),
             ClusterFormat::Slurm => slurm::parse(&text, &name, defaults)?,
             ClusterFormat::Lingjun => lingjun::parse(&text, &name, defaults)?,
@@ -117,6 +120,44 @@ impl ClusterArgs {
         let topo = Topology::build(&loaded.spec).with_context(|| format!("cannot build the topology of {name}"))?;
         Ok(Cluster::new(topo))
     }
+}
+
+/// The files a cluster file reads: itself, and a fleet's member files.
+pub fn files_read(path: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let text = read_text(path)?;
+    let mut files = vec![path.to_path_buf()];
+    if FleetSpec::is_fleet(&text) {
+        let written = FleetSpec::from_yaml(&text, &path.display().to_string())?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        files.extend(written.clusters.iter().filter_map(|m| m.value.file.as_ref()).map(|f| dir.join(f)));
+    }
+    Ok(files)
+}
+
+/// A fleet file: its members read (a member's `file` relative to the fleet file) and built as one
+/// cluster whose top level is `cluster`.
+fn load_fleet(path: &Path, text: &str) -> Result<Cluster> {
+    let name = path.display().to_string();
+    let written = FleetSpec::from_yaml(text, &name)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut members = Vec::with_capacity(written.clusters.len());
+    for (i, member) in written.clusters.iter().enumerate() {
+        let m = &member.value;
+        let line = member.referenced.line();
+        let (spec, source) = match (&m.file, &m.cluster) {
+            (Some(file), None) => {
+                let file = dir.join(file);
+                let source = file.display().to_string();
+                let text = read_text(&file).with_context(|| format!("{name}:{line}: clusters[{i}].file"))?;
+                (ClusterSpec::from_yaml(&text, &source)?, source)
+            }
+            (None, Some(spec)) => (spec.clone(), format!("{name} (clusters[{i}].cluster)")),
+            _ => anyhow::bail!("{name}:{line}: clusters[{i}]: give either `file` or `cluster`, not both or neither"),
+        };
+        members.push(Member { name: m.name.clone(), spec, source });
+    }
+    let fleet = resolve_fleet(&written.name, &members, &name)?;
+    Ok(Cluster::from_fleet(&fleet, |layout| nccl_file(path, layout))?)
 }
 
 /// The first warnings in full, then a count: a 10,000-node list may leave out hundreds.

@@ -72,7 +72,8 @@ pub fn run(args: &SimulateArgs) -> Result<()> {
         .with_placement(PlacementSummary::of(&result))
         .with_quota_usage(result.quota_usage.clone())
         .with_failures(result.failures.clone())
-        .with_searches(result.searches.clone());
+        .with_searches(result.searches.clone())
+        .with_fleet(result.fleet.clone());
     if let Some(path) = &args.out {
         fs::write(path, report.to_json()).with_context(|| format!("cannot write {}", path.display()))?;
     }

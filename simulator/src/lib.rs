@@ -23,6 +23,7 @@ mod error;
 pub mod eta_accuracy;
 pub mod failures;
 pub mod fairness;
+pub mod fleet;
 pub mod fragmentation;
 pub mod gpu_locality;
 pub mod html;

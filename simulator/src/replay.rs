@@ -85,6 +85,8 @@ pub struct ReplayResult {
     /// What each hyperparameter search of the trace came to, in the order their first trials
     /// arrived; empty when the trace has none.
     pub searches: Vec<SearchSummary>,
+    /// Per member cluster, when the cluster is a fleet.
+    pub fleet: Option<crate::fleet::FleetUsage>,
     /// Arrivals plus completions processed.
     pub events: u64,
     /// Scheduling cycles run.
@@ -205,6 +207,9 @@ pub(crate) fn replay_watched<'a>(
     let mut fates: Vec<Option<Fate>> = vec![None; jobs.len()];
     // Start time, backfilled, and the depth of the domain the gang spans.
     let mut starts: Vec<(u64, bool, u8)> = vec![(0, false, 0); jobs.len()];
+    // A fleet's member cluster of each gang's last start (none on a single cluster).
+    let fleet = crate::fleet::is_fleet(engine.cluster().topology());
+    let mut placed_in: Vec<Option<u32>> = vec![None; if fleet { jobs.len() } else { 0 }];
     let mut first_reservation: Vec<Option<u64>> = vec![None; jobs.len()];
     let mut runs = Runs::new(jobs.len());
     let mut preemptions: Vec<u32> = vec![0; jobs.len()];
@@ -399,6 +404,9 @@ pub(crate) fn replay_watched<'a>(
             f.summary.replaced += 1;
             let depth = engine.cluster().topology().depth(moved.placement.domain);
             starts[i].2 = depth;
+            if fleet {
+                placed_in[i] = crate::fleet::member_of(engine.cluster().topology(), moved.placement.domain);
+            }
             let runtime = slowdown.apply(runs.work_left(i, jobs[i].runtime), depth).max(1);
             runs.start(i, now, f.model().restart_s, runtime);
         }
@@ -422,6 +430,9 @@ pub(crate) fn replay_watched<'a>(
             }
             let depth = engine.cluster().topology().depth(admission.placement.domain);
             starts[i] = (now, admission.backfilled, depth);
+            if fleet {
+                placed_in[i] = crate::fleet::member_of(engine.cluster().topology(), admission.placement.domain);
+            }
             let restart = match &failures {
                 Some(f) if runs.needs_restart(i) => f.model().restart_s,
                 _ => 0,
@@ -470,7 +481,20 @@ pub(crate) fn replay_watched<'a>(
         .map(|(job, fate)| JobOutcome { job, fate: fate.expect("every job either finished or was rejected") })
         .collect();
     gate.move_submits(&mut outcomes);
+    let fleet = fleet.then(|| {
+        let span = outcomes
+            .iter()
+            .filter_map(|o| match o.fate {
+                Fate::Finished { end, .. } => Some(end),
+                Fate::Unschedulable { .. } => None,
+            })
+            .max()
+            .unwrap_or(first_submit)
+            .saturating_sub(first_submit);
+        crate::fleet::usage(engine.cluster().topology(), &outcomes, &placed_in, span)
+    });
     Ok(ReplayResult {
+        fleet,
         searches: gate.summaries(&outcomes),
         outcomes,
         events,

@@ -76,6 +76,8 @@ pub struct Report {
     /// The hyperparameter searches of the trace; absent from the JSON and the table when there
     /// are none (so reports of other traces stay as they were), else the JSON's last section.
     pub searches: Vec<SearchSummary>,
+    /// Per member cluster of a fleet; absent on a single cluster.
+    pub fleet: Option<crate::fleet::FleetUsage>,
 }
 
 /// The JSON layout of a [`Report`].
@@ -95,6 +97,8 @@ struct VersionedReport<'a> {
     failures: Option<&'a FailureSummary>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     searches: &'a [SearchSummary],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<&'a crate::fleet::FleetUsage>,
 }
 
 impl Serialize for Report {
@@ -109,6 +113,7 @@ impl Serialize for Report {
             quota_usage: self.quota_usage.as_ref(),
             failures: self.failures.as_ref(),
             searches: &self.searches,
+            fleet: self.fleet.as_ref(),
         }
         .serialize(serializer)
     }
@@ -140,6 +145,7 @@ impl Report {
             quota_usage: None,
             failures: None,
             searches: Vec::new(),
+            fleet: None,
         }
     }
 
@@ -159,6 +165,12 @@ impl Report {
     /// The same report with what failures cost, when the replay had a failure model.
     pub fn with_failures(mut self, failures: Option<FailureSummary>) -> Self {
         self.failures = failures;
+        self
+    }
+
+    /// The same report with the fleet's clusters, when the replay ran on a fleet.
+    pub fn with_fleet(mut self, fleet: Option<crate::fleet::FleetUsage>) -> Self {
+        self.fleet = fleet;
         self
     }
 
@@ -231,6 +243,10 @@ impl Report {
             out.push_str(&crate::quota_usage::render_table(usage));
         }
 
+        if let Some(fleet) = &self.fleet {
+            out.push('\n');
+            out.push_str(&crate::fleet::table(fleet));
+        }
         if !self.searches.is_empty() {
             out.push_str(&crate::searches::render_table(&self.searches));
         }

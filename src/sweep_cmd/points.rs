@@ -39,7 +39,7 @@ impl Task {
             let text = format!(
                 "{shared}\n{}\ncluster={}\npolicy={}",
                 point.label(),
-                digest_file(cluster.as_deref())?,
+                digest_cluster(cluster.as_deref())?,
                 digest_file(policy_file.as_deref())?
             );
             Ok(format!("{:016x}", fnv1a(text.as_bytes())))
@@ -140,6 +140,14 @@ impl Traces {
         read.insert(options.gpus_per_host, Arc::clone(&loaded));
         Ok(loaded)
     }
+}
+
+/// A digest of a cluster file and, for a fleet, of every member file it names.
+fn digest_cluster(path: Option<&Path>) -> Result<String> {
+    let Some(path) = path else { return Ok("builtin".into()) };
+    let digests: Vec<String> =
+        crate::cluster_source::files_read(path)?.iter().map(|f| digest_file(Some(f))).collect::<Result<_>>()?;
+    Ok(digests.join("+"))
 }
 
 /// A digest of a file's bytes (`builtin` for none).

@@ -348,3 +348,38 @@ fn a_search_trace_adds_a_searches_section_to_the_table_and_the_json() {
     trainyard(&["simulate", "--trace", &bad, "-q"])
         .assert_error(&["bad.csv: line 3: field `search`: search \"lr\" runs 2 trials at once (line 2), not 3"]);
 }
+
+#[test]
+fn a_fleet_runs_each_gang_in_one_member_and_reports_each_member() {
+    let dir = TempDir::create();
+    let out = dir.path("fleet.json");
+    let run = trainyard(&["simulate", "--cluster", "examples/clusters/fleet.yaml", "--out", &arg(&out)]);
+    run.assert_success().assert_stdout_has(&[
+        "cluster          two-regions (768 GPUs, 96 hosts)\n",
+        "\nClusters of the fleet\n",
+        "  east                512",
+        "  west                256",
+    ]);
+    let json = read(&out);
+    validate(&json).unwrap();
+    let fleet = &json[json.find("\n  \"fleet\": {").expect("a fleet section")..];
+    assert!(fleet.contains("\"name\": \"east\"") && fleet.contains("\"name\": \"west\""), "{fleet}");
+    // Two 2-host members: a 3-host gang fits no member though the fleet has 4 hosts.
+    let member =
+        |name: &str| format!("name: {name}\nlevels: [rack, host]\ngenerate: {{counts: [1, 2], node: {{gpus: 8}}}}\n");
+    dir.write("a.yaml", &member("a"));
+    let fleet = dir.write(
+        "pair.yaml",
+        &format!(
+            "name: pair\nclusters:\n  - {{name: a, file: a.yaml}}\n  - name: b\n    cluster: {{{}}}\n",
+            "name: b, levels: [rack, host], generate: {counts: [1, 2], node: {gpus: 8}}"
+        ),
+    );
+    let trace = dir.write("t.csv", &format!("{CSV_HEADER}\nsmall,0,60,,t,0,2,8,0,0,\nwide,0,60,,t,0,3,8,0,0,\n"));
+    let run = trainyard(&["simulate", "--cluster", &fleet, "--trace", &trace]);
+    run.assert_success().assert_stdout_has(&["jobs             2 (1 finished, 1 unschedulable)\n"]);
+    // A member given both ways is refused, naming the file and the entry.
+    let bad = dir.write("bad.yaml", "name: bad\nclusters:\n  - {name: a, file: a.yaml, cluster: {name: a, levels: [host], nodes: [{name: h, gpus: 8}]}}\n");
+    trainyard(&["simulate", "--cluster", &bad, "-q"])
+        .assert_error(&["bad.yaml:3: clusters[0]: give either `file` or `cluster`"]);
+}

@@ -332,3 +332,21 @@ fn failures_are_an_axis_of_a_sweep_and_the_page_draws_it() {
         .unwrap();
     trainyard(&["sweep", &file, "--out-dir", &out]).assert_stdout_has(&["4 points: 2 run, 2 kept"]);
 }
+
+#[test]
+fn a_fleet_is_a_point_and_a_changed_member_file_runs_it_again() {
+    let dir = TempDir::create();
+    let member =
+        |gpus: u32| format!("name: a\nlevels: [rack, host]\ngenerate: {{counts: [2, 4], node: {{gpus: {gpus}}}}}\n");
+    dir.write("a.yaml", &member(8));
+    dir.write("b.yaml", "name: b\nlevels: [host]\ngenerate: {counts: [16], node: {gpus: 8}}\n");
+    dir.write("fleet.yaml", "name: pair\nclusters:\n  - {name: a, file: a.yaml}\n  - {name: b, file: b.yaml}\n");
+    let file = dir.write("sweep.yaml", "grid:\n  cluster: [fleet.yaml, demo]\n  policy: [fifo]\n");
+    let out = arg(&dir.path("out"));
+    let first = trainyard(&["sweep", &file, "--out-dir", &out]);
+    first.assert_success().assert_stdout_has(&["cluster=fleet.yaml policy=fifo", "2 points: 2 run, 0 kept"]);
+    trainyard(&["sweep", &file, "--out-dir", &out]).assert_success().assert_stdout_has(&["2 points: 0 run, 2 kept"]);
+    // The fleet file is unchanged, one of its members is not: that point runs again.
+    dir.write("a.yaml", &member(4));
+    trainyard(&["sweep", &file, "--out-dir", &out]).assert_success().assert_stdout_has(&["2 points: 1 run, 1 kept"]);
+}

@@ -39,6 +39,7 @@ pub use request::{
     SliceRequest, TopologyRequest,
 };
 pub use resources::Resources;
+pub use spec::fleet;
 pub use spec::{
     ClusterSpec, GenerateSpec, NodeEntry, NodeLayout, NodeResources, NodeSpec, ResolvedSpec, ToriSpec, TorusEntry,
 };

@@ -33,6 +33,16 @@ pub(super) fn targets() -> Vec<Target> {
             },
         },
         Target {
+            name: "fleet-yaml",
+            source: "fuzz-fleet.yaml",
+            seeds: || vec![seed!("examples/clusters/fleet.yaml"), seed!("topology/tests/fixtures/fleet-inline.yaml")],
+            generate: None,
+            run: |bytes| match text(bytes, "fuzz-fleet.yaml") {
+                Ok(t) => verdict(fleet(&t)),
+                Err(v) => v,
+            },
+        },
+        Target {
             name: "k8s-nodes",
             source: "fuzz-nodes.yaml",
             seeds: || {
@@ -173,6 +183,26 @@ pub(super) fn targets() -> Vec<Target> {
 
 /// A cluster YAML built from its parts: some levels, generated or listed nodes, with values
 /// drawn from the small, the ordinary and the absurd.
+/// A fleet file read as the CLI reads it; a member's `file` stands for the built-in cluster, as
+/// no file is opened here.
+fn fleet(text: &str) -> trainyard_topology::Result<Cluster> {
+    use trainyard_topology::fleet::{FleetSpec, Member, resolve_fleet};
+    let written = FleetSpec::from_yaml(text, "fuzz-fleet.yaml")?;
+    let demo =
+        trainyard_topology::ClusterSpec::from_yaml(include_str!("../../../examples/clusters/demo.yaml"), "demo.yaml")?;
+    let members: Vec<Member> = written
+        .clusters
+        .iter()
+        .map(|m| Member {
+            name: m.value.name.clone(),
+            spec: m.value.cluster.clone().unwrap_or_else(|| demo.clone()),
+            source: "fuzz-fleet.yaml".into(),
+        })
+        .collect();
+    let resolved = resolve_fleet(&written.name, &members, "fuzz-fleet.yaml")?;
+    Cluster::from_fleet(&resolved, |_| None)
+}
+
 fn cluster_yaml(m: &mut Mutator) -> Vec<u8> {
     let names = ["block", "rack", "host", "nvlink", "zone", "", "host"];
     let depth = 1 + m.below(4);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::live::HostView;
 use super::{Cluster, HostState};
 use crate::intra_node::{self, GpuGroups, HostLayout};
-use crate::{ClusterSpec, Error, HostId, InputError, LayoutNeed, Placement, Resources, Result};
+use crate::{Error, HostId, InputError, LayoutNeed, Placement, Resources, Result};
 
 /// What one host offers a class: `free` as it stands, or for a class of a GPU layout, GPUs only
 /// in whole pods of the layout ([`GpuGroups::packable`]), capped by the free count (which also
@@ -43,13 +43,13 @@ impl Cluster {
     /// Gives hosts the layouts the description names (before any class exists).
     pub(super) fn set_layouts(
         &mut self,
-        written: &ClusterSpec,
-        source_name: &str,
+        layouts: Vec<(crate::spec::NodeLayout, String)>,
         resolve: impl Fn(&str) -> Option<std::result::Result<HostLayout, String>>,
     ) -> Result<()> {
         let mut known: BTreeMap<String, Arc<GpuGroups>> = BTreeMap::new();
-        for crate::spec::NodeLayout { path, name, line, field } in written.node_layouts() {
-            let invalid = |message: String| Error::from(InputError::invalid(source_name, line, field.clone(), message));
+        for (crate::spec::NodeLayout { path, name, line, field }, source_name) in layouts {
+            let invalid =
+                |message: String| Error::from(InputError::invalid(&source_name, line, field.clone(), message));
             let groups = match known.get(&name) {
                 Some(g) => g.clone(),
                 None => {

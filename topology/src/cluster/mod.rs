@@ -221,7 +221,27 @@ impl Cluster {
                 attrs.labels = labels;
             }
         }
-        cluster.set_layouts(&written, source_name, layout)?;
+        let layouts = written.node_layouts().into_iter().map(|l| (l, source_name.to_string())).collect();
+        cluster.set_layouts(layouts, layout)?;
+        Ok(cluster)
+    }
+
+    /// A fleet as one cluster: its members under a `cluster` level, no gang spanning two.
+    pub fn from_fleet(
+        fleet: &crate::fleet::ResolvedFleet,
+        layout: impl Fn(&str) -> Option<std::result::Result<HostLayout, String>>,
+    ) -> Result<Cluster> {
+        let mut topo = Topology::build(&fleet.spec)?;
+        topo.set_span_ceiling(1);
+        let mut cluster = Cluster::new(topo);
+        for (path, labels) in &fleet.labels {
+            if let Some(h) = cluster.topo.find_host(path) {
+                let attrs = &mut cluster.hosts[h.0 as usize].attrs;
+                attrs.node_name = path.last().cloned().unwrap_or_default();
+                attrs.labels = labels.clone();
+            }
+        }
+        cluster.set_layouts(fleet.layouts.clone(), layout)?;
         Ok(cluster)
     }
 

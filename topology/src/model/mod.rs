@@ -91,6 +91,8 @@ pub struct Topology {
     live_hosts: usize,
     /// TPU tori by domain vertex (see `tori.rs`).
     tori: BTreeMap<u32, crate::torus::TorusSpec>,
+    /// The outermost depth any gang may span: 0 for a cluster, 1 for a fleet (one cluster).
+    span_ceiling: u8,
 }
 
 /// No flavor.
@@ -175,6 +177,7 @@ impl Topology {
             free_hosts: Vec::new(),
             live_hosts: spec.nodes.len(),
             tori: BTreeMap::new(),
+            span_ceiling: 0,
         };
         for (h, cap) in topo.hosts.iter().zip(&host_capacity) {
             let mut d = *h;
@@ -364,8 +367,25 @@ impl Topology {
             .ok_or_else(|| Error::UnknownLevel { level: level.to_string(), known: self.levels.join(", ") })
     }
 
-    /// Resolves a request's level name to depths.
+    /// Keeps every gang inside one domain at `depth` or below, whatever it asks: a fleet's
+    /// gangs never span two clusters.
+    pub fn set_span_ceiling(&mut self, depth: u8) {
+        self.span_ceiling = depth.min(self.host_depth());
+    }
+
+    /// The outermost depth any gang may span.
+    pub fn span_ceiling(&self) -> u8 {
+        self.span_ceiling
+    }
+
+    /// Resolves a request's level name to depths, within the span ceiling.
     pub fn resolve(&self, request: &TopologyRequest) -> Result<LevelConstraint> {
+        let mut constraint = self.resolve_level(request)?;
+        constraint.top_depth = constraint.top_depth.max(self.span_ceiling);
+        Ok(constraint)
+    }
+
+    fn resolve_level(&self, request: &TopologyRequest) -> Result<LevelConstraint> {
         Ok(match request {
             TopologyRequest::Unconstrained => LevelConstraint::UNCONSTRAINED,
             TopologyRequest::Preferred(level) => {

@@ -150,7 +150,7 @@ fn fleet_path(member: &str, own: &[String], path: &[String], fleet_upper: &[Stri
 /// first, so its errors name its own file.
 pub fn resolve_fleet(name: &str, members: &[Member], fleet_source: &str) -> Result<ResolvedFleet> {
     if members.is_empty() {
-        return Err(InputError::invalid(fleet_source, None, "clusters", "a fleet needs at least one cluster".into()).into());
+        return Err(InputError::invalid(fleet_source, None, "clusters", "a fleet needs at least one cluster").into());
     }
     let mut resolved = Vec::with_capacity(members.len());
     for (i, member) in members.iter().enumerate() {

@@ -24,6 +24,7 @@ use serde_saphyr::Spanned;
 
 use crate::{Error, InputError, Resources, Result};
 
+pub mod fleet;
 mod tori;
 
 pub use tori::{ToriSpec, TorusEntry};
