@@ -7,7 +7,8 @@
 //! and where the time goes. Each mode runs twice: all gangs of one pod set, then with a fifth
 //! of them rich (half a 1-GPU leader with 8-GPU workers inside one rack, half 8-GPU pods cut
 //! into slices of 2 inside one rack). `-- --quick` runs a tenth of it; `-- --only TEXT` only
-//! the modes whose label contains TEXT; `-- --plain` only the single-set runs, `-- --rich` only the rich ones.
+//! the modes whose label contains TEXT; `-- --plain` only the single-set runs, `-- --rich` only the rich ones;
+//! `-- --fleet` the same hosts as a fleet of two clusters of 5 blocks (no gang spanning them).
 
 use std::time::Instant;
 
@@ -26,11 +27,30 @@ generate:
   node: {gpus: 8, cpus: 96, memory_gib: 1024}
 ";
 
+/// The same 10,000 hosts as a fleet of two clusters of 5 blocks each: no gang spans them.
+fn fleet() -> Cluster {
+    use trainyard_topology::ClusterSpec;
+    use trainyard_topology::fleet::{Member, resolve_fleet};
+    let half = CLUSTER.replace("counts: [10, 25, 40]", "counts: [5, 25, 40]");
+    let members: Vec<Member> = ["east", "west"]
+        .iter()
+        .map(|name| Member {
+            name: name.to_string(),
+            spec: ClusterSpec::from_yaml(&half, name).expect("valid member"),
+            source: name.to_string(),
+        })
+        .collect();
+    Cluster::from_fleet(&resolve_fleet("bench-fleet", &members, "bench-fleet").expect("valid fleet"), |_| None)
+        .expect("valid fleet")
+}
+
 struct Scale {
     queues: usize,
     gangs: usize,
     /// Every fifth gang is multi-set or sliced.
     rich: bool,
+    /// The hosts as a fleet of two clusters.
+    fleet: bool,
 }
 
 /// A 3-level tree: 4 organisations > 10 departments each > `leaves / 40` teams each. Teams'
@@ -101,7 +121,7 @@ fn rich_shape(i: usize, rng: &mut SplitMix64) -> GangShape {
 }
 
 fn run(label: &str, scale: &Scale, fair: bool, preempt: bool, backfill: BackfillMode) {
-    let cluster = Cluster::from_yaml(CLUSTER, "bench-10k").expect("valid cluster");
+    let cluster = if scale.fleet { fleet() } else { Cluster::from_yaml(CLUSTER, "bench-10k").expect("valid cluster") };
     let capacity = cluster.total_capacity().gpus;
     let mut policy = PolicyConfig::from_yaml(&tree_yaml(scale.queues, capacity), "bench-queues").expect("valid queues");
     policy.backfill = backfill;
@@ -166,6 +186,7 @@ fn main() {
     let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
     let plain = args.iter().any(|a| a == "--plain");
     let rich_only = args.iter().any(|a| a == "--rich");
+    let fleet = args.iter().any(|a| a == "--fleet");
     let modes: [(&str, bool, bool, BackfillMode); 4] = [
         ("FIFO order, EASY backfill", false, false, BackfillMode::Easy),
         ("DRF, EASY backfill", true, false, BackfillMode::Easy),
@@ -179,9 +200,10 @@ fn main() {
     };
     for rich in runs {
         let rich = *rich;
-        let scale = Scale { queues: 200, gangs, rich };
+        let scale = Scale { queues: 200, gangs, rich, fleet };
         println!(
-            "# Decide step: 10,000 hosts x 8 GPUs, {} leaf queues in a 3-level tree, {} gangs pending at t=0{}, one thread\n",
+            "# Decide step: 10,000 hosts x 8 GPUs{}, {} leaf queues in a 3-level tree, {} gangs pending at t=0{}, one thread\n",
+            if fleet { " as a fleet of two clusters" } else { "" },
             scale.queues,
             scale.gangs,
             if rich { ", a fifth of them multi-set or sliced" } else { "" }
