@@ -149,7 +149,9 @@ fn load_fleet(path: &Path, text: &str) -> Result<Cluster> {
                 let file = dir.join(file);
                 let source = file.display().to_string();
                 let text = read_text(&file).with_context(|| format!("{name}:{line}: clusters[{i}].file"))?;
-                (ClusterSpec::from_yaml(&text, &source)?, source)
+                let mut spec = ClusterSpec::from_yaml(&text, &source)?;
+                rebase_layouts(&mut spec, file.parent().unwrap_or(Path::new(".")));
+                (spec, source)
             }
             (None, Some(spec)) => (spec.clone(), format!("{name} (clusters[{i}].cluster)")),
             _ => anyhow::bail!("{name}:{line}: clusters[{i}]: give either `file` or `cluster`, not both or neither"),
@@ -158,6 +160,25 @@ fn load_fleet(path: &Path, text: &str) -> Result<Cluster> {
     }
     let fleet = resolve_fleet(&written.name, &members, &name)?;
     Ok(Cluster::from_fleet(&fleet, |layout| nccl_file(path, layout))?)
+}
+
+/// Points a member file's NCCL topology files (relative to that file) at where they are, as
+/// layouts are looked up from the fleet file.
+fn rebase_layouts(spec: &mut ClusterSpec, dir: &Path) {
+    let rebase = |name: &mut Option<String>| {
+        if let Some(n) = name.as_mut()
+            && intra_node::builtin(n).is_none()
+            && dir.join(&*n).is_file()
+        {
+            *n = dir.join(&*n).display().to_string();
+        }
+    };
+    if let Some(g) = spec.generate.as_mut() {
+        rebase(&mut g.value.intra_node);
+    }
+    for node in &mut spec.nodes {
+        rebase(&mut node.value.intra_node);
+    }
 }
 
 /// The first warnings in full, then a count: a 10,000-node list may leave out hundreds.

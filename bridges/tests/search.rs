@@ -198,3 +198,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn trial_names_are_short_labels_that_never_meet() {
+    use trainyard_bridges::search::trials::short_name;
+    assert_eq!(short_name("lr-sweep", "u1"), "lr-sweep");
+    let digit = short_name("2024-sweep", "u1");
+    assert!(digit.starts_with("s-2024-sweep-") && digit.len() <= 30, "{digit}");
+    assert_ne!(short_name("a.b", "u1"), short_name("a-b", "u2"), "a dotted name never meets a dashed one");
+    let long = "a".repeat(253);
+    let cut = short_name(&long, "u1");
+    assert!(cut.len() <= 30 && cut != short_name(&long, "u2"), "{cut}");
+    for name in [digit, cut, short_name("a.b", "u1")] {
+        let trial = format!("{name}-trial-99");
+        assert!(trial.len() <= 40, "{trial}");
+        assert!(trial.starts_with(|c: char| c.is_ascii_lowercase()));
+        assert!(trial.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'), "{trial}");
+    }
+}

@@ -248,7 +248,12 @@ pub async fn execute(command: ApiCommand, out: &mut impl Write) -> Result<()> {
                     let mut answers = Vec::new();
                     for trial in trials.iter().filter(|t| t.state() != v1::JobState::Inactive) {
                         let request = v1::EtaRequest { job: job_ref(&trial.namespace, &trial.name) };
-                        answers.push(client.eta(request).await.map_err(refused)?.into_inner());
+                        match client.eta(request).await {
+                            Ok(answer) => answers.push(answer.into_inner()),
+                            // Ended and deleted since the list: nothing remains to start.
+                            Err(status) if status.code() == tonic::Code::NotFound => {}
+                            Err(status) => return Err(refused(status)),
+                        }
                     }
                     write!(out, "{}", output::search_eta(search, &trials, &answers, a.connection.output)?)?;
                 }

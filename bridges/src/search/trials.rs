@@ -19,16 +19,22 @@ pub const PARAMETERS_ANNOTATION: &str = "trainyard.io/trial-parameters";
 /// Annotation with the trials its search runs in all and at once, `<trials>/<parallel>`, so that
 /// whoever reads a trial knows how much of the search remains.
 pub const SIZE_ANNOTATION: &str = "trainyard.io/search-size";
-const LONGEST_PREFIX: usize = 50;
+/// Longest search prefix of a trial's name: `<prefix>-trial-<n>` stays short enough for the pod
+/// names a JobSet makes from it (`<trainjob>-<job>-<i>-<j>`, a DNS label of at most 63).
+const LONGEST_PREFIX: usize = 30;
 
-/// The search's name as trial names and labels carry it: a DNS label of at most 50 characters
-/// (a longer name is cut, with a hash of the uid so that two cut names never meet).
+/// The search's name as trial names and labels carry it: an RFC 1035 label of at most 30
+/// characters. A name that had to change (cut, dots made dashes, or not starting with a letter)
+/// carries a hash of the uid, so that two changed names never meet.
 pub fn short_name(name: &str, uid: &str) -> String {
-    let label = name.replace('.', "-");
-    if label.len() <= LONGEST_PREFIX {
+    let mut label = name.replace('.', "-");
+    if !label.starts_with(|c: char| c.is_ascii_lowercase()) {
+        label.insert_str(0, "s-");
+    }
+    if label == name && label.len() <= LONGEST_PREFIX {
         return label;
     }
-    let cut = label[..LONGEST_PREFIX - 6].trim_end_matches('-');
+    let cut = label[..label.len().min(LONGEST_PREFIX - 6)].trim_end_matches('-');
     format!("{cut}-{:05x}", seed_of(uid) & 0xF_FFFF)
 }
 
@@ -274,10 +280,22 @@ pub fn step(search: &Search, trials: &[Trial], previous: &Value, now: &str) -> S
             entry
         }).collect::<Vec<_>>(),
     });
-    if let Some(b) = best {
-        status["result"] = json!({"trainJobName": b.name, "parameters": parameters(&b.values)});
-    }
+    // A merge patch keeps what it does not name: no best trial (any more) is written as null.
+    status["result"] = match best {
+        Some(b) => json!({"trainJobName": b.name, "parameters": parameters(&b.values)}),
+        None => Value::Null,
+    };
     Step { create, status, done }
+}
+
+/// The status of a search one of whose trial names another object holds: failed for good, as
+/// that trial could never be made or told apart.
+pub fn name_taken(trial: &str, previous: &Value, now: &str) -> Value {
+    let message = format!(
+        "TrainJob {trial} exists and is not a trial of this search; rename the search or delete that TrainJob, \
+         then create the search again"
+    );
+    json!({"conditions": [condition(&previous["conditions"], "Failed", true, "TrialNameTaken", message, now)]})
 }
 
 /// The status of a search whose spec was refused: failed for good, naming the field.

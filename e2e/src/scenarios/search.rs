@@ -3,7 +3,8 @@
 //! trial's values in its trainer's environment, every trial accounted for, and the best trial (the
 //! lowest loss the trials report in their status) in the search's status; deleting the search
 //! deletes its trials. A search whose parameter cannot reach a trial fails naming the field and
-//! makes none; one the CRD's rules refuse is never stored.
+//! makes none; one the CRD's rules refuse is never stored; one whose trial name another TrainJob
+//! holds fails naming it and leaves that TrainJob alone.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -140,6 +141,26 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
         if left.is_empty() { Ok(Some(())) } else { Err(anyhow!("{} trials left", left.len())) }
     })
     .await?;
+    // A TrainJob already holding a trial's name is never taken over: the search fails naming it.
+    let mut squatter = w.trainjob("taken-trial-0", &queue, 1, 8);
+    squatter["spec"]["suspend"] = json!(true);
+    w.submit(&[squatter]).await?;
+    w.kube().create(&search("taken", "lr", 2, 1)).await?;
+    let taken = wait_for("OptimizationJob taken Failed", Duration::from_secs(60), || async {
+        let now = w.kube().get(API, "OptimizationJob", Some(&w.ns), "taken").await?.context("taken is gone")?;
+        if is_true(&now, "Failed") { Ok(Some(now)) } else { Err(anyhow!("status: {}", now["status"])) }
+    })
+    .await?;
+    let (_, reason, message) = condition(&taken, "Failed").unwrap_or_default();
+    c.that(
+        reason == "TrialNameTaken" && message.contains("taken-trial-0"),
+        format!("a trial name someone else holds is named: {reason}: {message}"),
+    )?;
+    let squatter = w.trainjob_now("taken-trial-0").await?;
+    c.that(
+        squatter["metadata"]["ownerReferences"].as_array().is_none_or(|o| o.is_empty()),
+        "the TrainJob holding the name is left as it was",
+    )?;
     c.done();
     w.teardown().await?;
     Ok(c)

@@ -622,7 +622,8 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now, on_slurm))))
 }
 
-/// The SSH key Secret of an MPI gang that may launch now (standalone, not finished, its JobSet
+/// The Secret an MPI gang (its SSH key) or a Flux gang (its CURVE certificate) mounts, when it
+/// may launch now (standalone, not finished, its JobSet
 /// absent or suspended), by its metadata alone: the key itself is never read.
 async fn look_at_ssh_secret(
     ctx: &Ctx,
@@ -630,7 +631,20 @@ async fn look_at_ssh_secret(
     runtime: Option<&trainyard_bridges::trainer::TrainingRuntime>,
     workload: Option<&WorkloadView>,
 ) -> Result<Option<SecretSeen>, ReconcileError> {
-    let mpi = runtime.and_then(|r| r.spec.ml_policy.as_ref()).is_some_and(|m| m.mpi.is_some());
+    let ml = runtime.and_then(|r| r.spec.ml_policy.as_ref());
+    let (ns, name) =
+        (job.metadata.namespace.clone().unwrap_or_default(), job.metadata.name.clone().unwrap_or_default());
+    let (secret, mounted_as) = match ml {
+        Some(m) if m.mpi.is_some() => (
+            format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX),
+            "the MPI launcher and nodes would mount it as their SSH keys",
+        ),
+        Some(m) if m.flux.is_some() => (
+            trainyard_bridges::render::flux::secret_name(&name),
+            "the Flux brokers would mount it as their CURVE certificate",
+        ),
+        _ => return Ok(None),
+    };
     let finished = job.status.as_ref().is_some_and(|s| {
         s.conditions.iter().any(|c| {
             (c.type_ == crate::controller::deciding::conditions::COMPLETE
@@ -638,21 +652,18 @@ async fn look_at_ssh_secret(
                 && c.status == "True"
         })
     });
-    if !mpi
-        || ctx.settings.mode != Mode::Standalone
+    if ctx.settings.mode != Mode::Standalone
         || finished
         || job.metadata.deletion_timestamp.is_some()
         || workload.is_some_and(|w| !w.suspended)
     {
         return Ok(None);
     }
-    let (ns, name) =
-        (job.metadata.namespace.clone().unwrap_or_default(), job.metadata.name.clone().unwrap_or_default());
-    let secret = format!("{name}{}", trainyard_bridges::render::policy::SSH_SECRET_SUFFIX);
     let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(ctx.actor.client().clone(), &ns);
     let meta = api.get_metadata_opt(&secret).await.map_err(|e| ReconcileError::from(ActError::Kube(e)))?;
     let meta = meta.map(|m| serde_json::to_value(&m.metadata).unwrap_or_default());
-    Ok(Some(judge_ssh_secret(meta.as_ref(), &ns, &secret, &name, job.metadata.uid.as_deref().unwrap_or_default())))
+    let uid = job.metadata.uid.as_deref().unwrap_or_default();
+    Ok(Some(judge_ssh_secret(meta.as_ref(), &ns, &secret, &name, uid, mounted_as)))
 }
 
 /// Seconds until this TrainJob should be looked at again without an event: soon (5 s) while an

@@ -93,16 +93,26 @@ async fn reconcile(object: Arc<OptimizationJob>, ctx: Arc<Ctx>) -> Result<Action
                 .collect();
             let step = search::step(&found, &seen, &previous, &now);
             let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            let mut status = step.status;
             for index in &step.create {
                 let Some(body) = search::trial_object(&job, &found, *index) else { continue };
                 let trial: TrainJob = serde_json::from_value(body)?;
                 match trials.create(&params, &trial).await {
-                    // Made by an earlier reconcile whose answer was lost: the same trial.
-                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    // Made by an earlier reconcile whose answer was lost (the same trial), or
+                    // someone else's TrainJob of that name, which the search must not take.
+                    Err(kube::Error::Api(s)) if s.code == 409 => {
+                        let name = trial.name_any();
+                        let existing = trials.get_opt(&name).await?;
+                        let ours = existing.as_ref().is_none_or(|t| t.owner_references().iter().any(|o| o.uid == uid));
+                        if !ours {
+                            status = search::trials::name_taken(&name, &previous, &now);
+                            break;
+                        }
+                    }
                     other => drop(other?),
                 }
             }
-            step.status
+            status
         }
     };
     if status != previous {

@@ -374,9 +374,12 @@ fn a_flux_runtime_renders_brokers_with_their_scripts_and_certificate() {
     assert!(out.contains("name: flux-installer"), "{out}");
     assert!(out.contains("kind: ConfigMap") && out.contains("name: lammps-reax-flux-entrypoint"), "{out}");
     assert!(out.contains("kind: Secret") && out.contains("name: lammps-reax-flux-curve"), "{out}");
-    // Two brokers of 4 tasks and 2 GPUs: 8 tasks, 1 GPU each; the TrainJob's queue policy and the
+    // Two brokers of 4 tasks and 8 GPUs: 8 tasks, 2 GPUs each; the TrainJob's queue policy and the
     // runtime's network device reach the broker's configuration.
-    assert!(out.contains("flux run -N 2 -n 8 -g 1"), "{out}");
+    assert!(out.contains("flux run -N 2 -n 8 -g 2"), "{out}");
+    assert!(out.contains("--cores=0-3 --gpu=0-7"), "{out}");
+    // The scripts' volume has a name of its own, short whatever the TrainJob's.
+    assert!(out.contains("              name: flux-entrypoint\n"), "{out}");
     assert!(out.contains("hosts = [{ host = \"lammps-reax-node-0-[0-1]\" }]"), "{out}");
     assert!(out.contains("queue-policy = \"easy\"") && out.contains("tcp://eth1:%p"), "{out}");
     assert!(out.contains("%h.lammps-reax.hpc.svc.cluster.local"), "{out}");

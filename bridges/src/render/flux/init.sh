@@ -32,6 +32,10 @@ queue-policy = "@QUEUE_POLICY@"
 TOML
 # The view image keeps its Flux under one hashed directory of /opt/views/._view.
 view=$(find /opt/views/._view -mindepth 1 -maxdepth 1 -type d | sort | head -n 1)
+if [ -z "$view" ]; then
+  echo "no Flux view under /opt/views/._view in this image" >&2
+  exit 1
+fi
 mkdir -p "$root/view"
 cp -a "$view/." "$root/view/"
 if [ -d /opt/software ]; then cp -a /opt/software "$root/"; fi

@@ -21,6 +21,9 @@ const CONFIG_DIR: &str = "/etc/flux-config";
 const INSTALL_VOLUME: &str = "flux-install";
 const INSTALL_DIR: &str = "/mnt/flux";
 const CURVE_VOLUME: &str = "flux-curve";
+/// The scripts ConfigMap's volume: a fixed name, as pod volume names are limited to 63
+/// characters and the ConfigMap's name grows with the TrainJob's.
+const SCRIPTS_VOLUME: &str = "flux-entrypoint";
 /// Settings a runtime's or a TrainJob's `node` environment may give (literal values only).
 const VIEW_IMAGE: (&str, &str) = ("FLUX_VIEW_IMAGE", "ghcr.io/converged-computing/flux-view-ubuntu:tag-jammy");
 const NETWORK_DEVICE: (&str, &str) = ("FLUX_NETWORK_DEVICE", "eth0");
@@ -68,13 +71,16 @@ pub(crate) fn install(
     let Some(node) = pod.containers.iter_mut().find(|c| c.name == NODE) else {
         return Err(RenderError::MissingField { job: job_id.to_owned(), field: "node container".into() });
     };
-    let words = node.command.iter().flatten().chain(trainer_args.into_iter().flatten());
-    let line = words.map(String::as_str).collect::<Vec<_>>().join(" ").trim().to_owned();
+    // The TrainJob's args replace the runtime's, as they would on a container of their own.
+    let args = trainer_args.map(<[String]>::to_vec).or_else(|| node.args.take()).unwrap_or_default();
+    node.args = None;
+    let words = node.command.iter().flatten().chain(&args);
+    let line = words.map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
     node.command = Some(vec!["/bin/bash".into(), format!("{CONFIG_DIR}/entrypoint.sh"), line]);
     for (name, path, read_only) in [
         (INSTALL_VOLUME, INSTALL_DIR, false),
         ("spack-install", "/opt/software", false),
-        (config_map.as_str(), CONFIG_DIR, true),
+        (SCRIPTS_VOLUME, CONFIG_DIR, true),
         (CURVE_VOLUME, "/curve", true),
         ("shared-memory", "/dev/shm", false),
     ] {
@@ -91,20 +97,29 @@ pub(crate) fn install(
         command: Some(vec!["/bin/bash".into(), format!("{CONFIG_DIR}/init.sh")]),
         volume_mounts: vec![
             json!({"name": INSTALL_VOLUME, "mountPath": INSTALL_DIR}),
-            json!({"name": config_map, "mountPath": CONFIG_DIR, "readOnly": true}),
+            json!({"name": SCRIPTS_VOLUME, "mountPath": CONFIG_DIR, "readOnly": true}),
         ],
         ..Container::default()
     });
     for volume in [
         json!({"name": "spack-install", "emptyDir": {}}),
         json!({"name": INSTALL_VOLUME, "emptyDir": {}}),
-        json!({"name": config_map, "configMap": {"name": config_map, "defaultMode": 0o755}}),
+        json!({"name": SCRIPTS_VOLUME, "configMap": {"name": config_map, "defaultMode": 0o755}}),
         json!({"name": "shared-memory", "emptyDir": {"medium": "Memory"}}),
         json!({"name": CURVE_VOLUME, "secret": {"secretName": secret_name(job_name), "defaultMode": 0o400}}),
     ] {
         pod.ensure_volume(volume);
     }
     Ok(())
+}
+
+/// `word` as one shell word: as it is when only safe characters make it, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let safe = !word.is_empty()
+        && word.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | ':' | '=' | ',' | '+' | '@' | '%')
+        });
+    if safe { word.to_owned() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 
 /// Flux's host list of `pods` pods of the `node` job: `<tj>-node-0-[0-<pods-1>]`.
@@ -144,7 +159,11 @@ pub fn render_flux_objects(job: &TrainJob, runtime: &TrainingRuntimeSpec, jobset
     let mut run_flags = format!("-N {nodes} -n {}", tasks * i64::from(nodes));
     if gpus > 0 {
         rspec.push_str(&format!(" --gpu={}", ids(gpus)));
-        run_flags.push_str(&format!(" -g {}", (gpus / tasks).max(1)));
+        // GPUs bound per task only when they share out evenly: asking more than a node has would
+        // leave the job unsatisfiable; without `-g` every task sees the node's GPUs.
+        if gpus >= tasks && gpus % tasks == 0 {
+            run_flags.push_str(&format!(" -g {}", gpus / tasks));
+        }
     }
     let fill = |script: &str| {
         [
@@ -191,6 +210,15 @@ pub fn render_flux_objects(job: &TrainJob, runtime: &TrainingRuntimeSpec, jobset
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_reach_the_shell_as_they_were() {
+        assert_eq!(shell_word("train.py"), "train.py");
+        assert_eq!(shell_word("--lr=0.1"), "--lr=0.1");
+        assert_eq!(shell_word("print('hi')"), "'print('\\''hi'\\'')'");
+        assert_eq!(shell_word("two words"), "'two words'");
+        assert_eq!(shell_word(""), "''");
+    }
 
     #[test]
     fn host_lists_name_the_first_jobs_pods() {

@@ -51,7 +51,12 @@ impl Planner<'_, '_> {
                 self.actions.push(Action::Apply(cm.clone()));
             }
             if let Some(flux) = &rendered.flux {
-                self.actions.push(Action::Create(flux.secret.clone()));
+                match self.inp.ssh_secret {
+                    Some(SecretSeen::Absent) => self.actions.push(Action::Create(flux.secret.clone())),
+                    // An earlier TrainJob's certificate is still being collected: launch once it is gone.
+                    Some(SecretSeen::Previous) => return None,
+                    _ => {}
+                }
                 self.actions.push(Action::Apply(flux.config_map.clone()));
             }
         }

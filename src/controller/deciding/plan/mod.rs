@@ -94,7 +94,8 @@ pub struct Inputs<'a> {
     /// Seconds an admitted gang may take for all its pods to be bound before it is stopped and
     /// queued again (`None`: no limit).
     pub start_timeout: Option<u64>,
-    /// The MPI gang's SSH key Secret, when the reconciler looked (an MPI gang not launched yet).
+    /// The Secret the gang mounts from launch on (an MPI gang's SSH key, a Flux gang's CURVE
+    /// certificate), when the reconciler looked (such a gang not launched yet).
     pub ssh_secret: Option<SecretSeen>,
 }
 
@@ -360,7 +361,9 @@ impl Planner<'_, '_> {
             if record.is_some() {
                 self.actions.push(Action::ClearAdmission);
             }
-            self.want(Want::new(FAILED, true, "SshSecretConflict", message.clone()), Some(true));
+            let flux = self.inp.runtime.and_then(|r| r.spec.ml_policy.as_ref()).is_some_and(|m| m.flux.is_some());
+            let reason = if flux { "FluxSecretConflict" } else { "SshSecretConflict" };
+            self.want(Want::new(FAILED, true, reason, message.clone()), Some(true));
             return;
         }
         if !self.standalone() && record.is_none() && job.spec.0.suspend != Some(true) {

@@ -1,5 +1,5 @@
-//! The SSH key Secret of an MPI gang (`<trainjob>-mpi-ssh-auth`), which its launcher and node
-//! pods mount: made once by trainyard before the JobSet, owned by the TrainJob (the garbage
+//! The Secret a gang's pods mount from launch on (an MPI gang's SSH key `<trainjob>-mpi-ssh-auth`,
+//! a Flux gang's CURVE certificate `<trainjob>-flux-curve`): made once by trainyard before the JobSet, owned by the TrainJob (the garbage
 //! collector removes it with it), never written over. A Secret of that name trainyard did not
 //! make for this TrainJob fails the TrainJob naming it; one left by an earlier TrainJob of the
 //! same name (still being collected) is waited for.
@@ -21,8 +21,16 @@ pub enum SecretSeen {
     Foreign(String),
 }
 
-/// Judges a Secret's metadata (`None`: absent) for the TrainJob `job` of `uid`.
-pub fn judge(metadata: Option<&Value>, namespace: &str, secret: &str, job: &str, uid: &str) -> SecretSeen {
+/// Judges a Secret's metadata (`None`: absent) for the TrainJob `job` of `uid`; `mounted_as` says
+/// what the gang's pods would take it for.
+pub fn judge(
+    metadata: Option<&Value>,
+    namespace: &str,
+    secret: &str,
+    job: &str,
+    uid: &str,
+    mounted_as: &str,
+) -> SecretSeen {
     let Some(meta) = metadata else { return SecretSeen::Absent };
     let controller = meta
         .pointer("/ownerReferences")
@@ -42,9 +50,9 @@ pub fn judge(metadata: Option<&Value>, namespace: &str, secret: &str, job: &str,
                 None => "it has no controller reference".to_string(),
             };
             SecretSeen::Foreign(format!(
-                "Secret {namespace}/{secret} exists and was not made by trainyard for this TrainJob ({by}); the MPI \
-                 launcher and nodes would mount it as their SSH keys, and trainyard never overwrites a Secret: delete \
-                 or rename it, then create the TrainJob again"
+                "Secret {namespace}/{secret} exists and was not made by trainyard for this TrainJob ({by}); \
+                 {mounted_as}, and trainyard never overwrites a Secret: delete or rename it, then create the \
+                 TrainJob again"
             ))
         }
     }
@@ -61,7 +69,7 @@ mod tests {
 
     #[test]
     fn a_secret_is_ours_previous_or_foreign() {
-        let judge = |m: Option<&Value>| judge(m, "team", "llm-mpi-ssh-auth", "llm", "u-2");
+        let judge = |m: Option<&Value>| judge(m, "team", "llm-mpi-ssh-auth", "llm", "u-2", "the pods would mount it");
         assert_eq!(judge(None), SecretSeen::Absent);
         assert_eq!(judge(Some(&owned_by("TrainJob", "llm", "u-2"))), SecretSeen::Ours);
         assert_eq!(judge(Some(&owned_by("TrainJob", "llm", "u-1"))), SecretSeen::Previous);
