@@ -64,7 +64,7 @@ fn members_that_order_their_levels_differently_are_refused_by_name() {
     let a = member("a", "name: a\nlevels: [block, rack, host]\ngenerate: {counts: [1, 1, 1], node: {gpus: 8}}\n");
     let b = member("b", "name: b\nlevels: [rack, block, host]\ngenerate: {counts: [1, 1, 1], node: {gpus: 8}}\n");
     let err = resolve_fleet("f", &[a.clone(), b], "fleet.yaml").unwrap_err().to_string();
-    assert!(err.contains("fleet.yaml") && err.contains("member `b`"), "{err}");
+    assert!(err.contains("fleet.yaml") && err.contains("`b`: rack, block"), "{err}");
     let twice = resolve_fleet("f", &[a.clone(), a.clone()], "fleet.yaml").unwrap_err().to_string();
     assert!(twice.contains("clusters[1].name"), "{twice}");
     let own = member("c", "name: c\nlevels: [cluster, host]\ngenerate: {counts: [1, 1], node: {gpus: 8}}\n");
@@ -109,4 +109,20 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn levels_merge_in_the_one_order_every_member_agrees_with_whatever_the_members_order() {
+    let member = |name: &str, levels: &str| {
+        let counts = vec!["1"; levels.split(',').count()].join(", ");
+        let yaml = format!("name: {name}\nlevels: [{levels}]\ngenerate: {{counts: [{counts}], node: {{gpus: 8}}}}\n");
+        Member { name: name.into(), spec: ClusterSpec::from_yaml(&yaml, name).unwrap(), source: format!("{name}.yaml") }
+    };
+    // a > c, b > c and a > b: only a, b, c fits, and the first two members alone do not say it.
+    let members = [member("x", "zone, row, host"), member("y", "hall, row, host"), member("z", "zone, hall, host")];
+    let levels = resolve_fleet("f", &members, "fleet.yaml").unwrap().spec.levels;
+    assert_eq!(levels, ["cluster", "zone", "hall", "row", "host"]);
+    let mut reversed = members.to_vec();
+    reversed.reverse();
+    assert_eq!(resolve_fleet("f", &reversed, "fleet.yaml").unwrap().spec.levels, levels);
 }

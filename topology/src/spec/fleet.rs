@@ -93,33 +93,53 @@ pub struct ResolvedFleet {
 }
 
 /// The fleet's upper levels (between `cluster` and the node level): every member's, in an
-/// order each agrees with (the first member's order, the others' new levels after the level
-/// they follow).
+/// order all of them agree with, whatever order the members are listed in. Each member's
+/// sequence says which level is outside which; the levels are taken outermost first, ties by
+/// first appearance, so the answer is the same for the same file. A cycle (one member puts
+/// `rack` outside `block`, another inside) is refused, naming the members' levels.
 fn merged_levels(members: &[(&Member, ResolvedSpec)], fleet_source: &str) -> Result<Vec<String>> {
-    let mut merged: Vec<String> = Vec::new();
+    let mut levels: Vec<String> = Vec::new();
+    // (outer, inner) index pairs, one per adjacent pair of some member's levels.
+    let mut edges: Vec<(usize, usize)> = Vec::new();
     for (member, resolved) in members {
         let upper = &resolved.levels[..resolved.levels.len() - 1];
-        let mut after = 0;
+        let mut previous = None;
         for level in upper {
             if level == CLUSTER_LEVEL {
                 let message = format!("member `{}` has a level named `{CLUSTER_LEVEL}`, the fleet's own", member.name);
                 return Err(InputError::invalid(&member.source, None, "levels", message).into());
             }
-            match merged.iter().position(|l| l == level) {
-                Some(at) if at < after => {
-                    let message = format!(
-                        "member `{}` orders its levels {} unlike the members before it ({})",
-                        member.name,
-                        upper.join(", "),
-                        merged.join(", ")
-                    );
-                    return Err(InputError::invalid(fleet_source, None, "clusters", message).into());
-                }
-                Some(at) => after = at + 1,
-                None => {
-                    merged.insert(after, level.clone());
-                    after += 1;
-                }
+            let at = levels.iter().position(|l| l == level).unwrap_or_else(|| {
+                levels.push(level.clone());
+                levels.len() - 1
+            });
+            if let Some(p) = previous {
+                edges.push((p, at));
+            }
+            previous = Some(at);
+        }
+    }
+    let mut inward = vec![0usize; levels.len()];
+    for &(_, inner) in &edges {
+        inward[inner] += 1;
+    }
+    let mut merged = Vec::with_capacity(levels.len());
+    let mut taken = vec![false; levels.len()];
+    while merged.len() < levels.len() {
+        let Some(next) = (0..levels.len()).find(|&i| !taken[i] && inward[i] == 0) else {
+            let orders: Vec<String> = members
+                .iter()
+                .map(|(m, r)| format!("`{}`: {}", m.name, r.levels[..r.levels.len() - 1].join(", ")))
+                .collect();
+            let message =
+                format!("the members order their levels in ways no one order agrees with ({})", orders.join("; "));
+            return Err(InputError::invalid(fleet_source, None, "clusters", message).into());
+        };
+        taken[next] = true;
+        merged.push(levels[next].clone());
+        for &(outer, inner) in &edges {
+            if outer == next {
+                inward[inner] -= 1;
             }
         }
     }
