@@ -59,12 +59,7 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
     w.kube().create(&search("bad", "learning rate", 2, 1)).await?;
     w.kube().create(&search("tune", "learning-rate", 6, 2)).await?;
 
-    let bad = wait_for("OptimizationJob bad Failed", Duration::from_secs(60), || async {
-        let now = w.kube().get(API, "OptimizationJob", Some(&w.ns), "bad").await?.context("bad is gone")?;
-        if is_true(&now, "Failed") { Ok(Some(now)) } else { Err(anyhow!("status: {}", now["status"])) }
-    })
-    .await?;
-    let (_, reason, message) = condition(&bad, "Failed").unwrap_or_default();
+    let (reason, message) = failure(&w, "bad").await?;
     c.that(
         reason == "InvalidSpec" && message.contains("spec.parameters[0].name"),
         format!("the refusal names the field: {reason}: {message}"),
@@ -146,12 +141,7 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
     squatter["spec"]["suspend"] = json!(true);
     w.submit(&[squatter]).await?;
     w.kube().create(&search("taken", "lr", 2, 1)).await?;
-    let taken = wait_for("OptimizationJob taken Failed", Duration::from_secs(60), || async {
-        let now = w.kube().get(API, "OptimizationJob", Some(&w.ns), "taken").await?.context("taken is gone")?;
-        if is_true(&now, "Failed") { Ok(Some(now)) } else { Err(anyhow!("status: {}", now["status"])) }
-    })
-    .await?;
-    let (_, reason, message) = condition(&taken, "Failed").unwrap_or_default();
+    let (reason, message) = failure(&w, "taken").await?;
     c.that(
         reason == "TrialNameTaken" && message.contains("taken-trial-0"),
         format!("a trial name someone else holds is named: {reason}: {message}"),
@@ -164,6 +154,21 @@ pub async fn run(suite: &mut Suite, _: &Options) -> Result<Checks> {
     c.done();
     w.teardown().await?;
     Ok(c)
+}
+
+/// The reason and message of an OptimizationJob once it has failed.
+async fn failure(w: &World<'_>, name: &str) -> Result<(String, String)> {
+    let failed = wait_for(&format!("OptimizationJob {name} Failed"), Duration::from_secs(60), || async {
+        let now = w
+            .kube()
+            .get(API, "OptimizationJob", Some(&w.ns), name)
+            .await?
+            .with_context(|| format!("{name} is gone"))?;
+        if is_true(&now, "Failed") { Ok(Some(now)) } else { Err(anyhow!("status: {}", now["status"])) }
+    })
+    .await?;
+    let (_, reason, message) = condition(&failed, "Failed").unwrap_or_default();
+    Ok((reason, message))
 }
 
 /// The OptimizationJob CRD as `trainyard crds` prints it.
