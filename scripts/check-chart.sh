@@ -112,6 +112,19 @@ for want in '- --slurm' '- --slurm-poll=15' '- --slurm-cluster=hpc-a' '- name: S
     failed=$((failed + 1))
   fi
 done
+ok "ci/manager-values.yaml" --rbac-expect "$data/expected-rbac-manager.yaml" --manifest "$work/manager.yaml" \
+  "$chart" 1.36.0 "$chart/ci/manager-values.yaml"
+sed 's/^ *//' "$work/manager.yaml" >"$work/manager.lines"
+for want in '- --mode=manager' 'kind: WorkerCluster' 'name: east-kubeconfig' 'key: config'; do
+  if grep -qxF -- "$want" "$work/manager.lines"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL  manager render lacks: $want"
+    failed=$((failed + 1))
+  fi
+done
+bites "fleet.workers without mode manager" "at '/mode': value must be 'manager'" \
+  "$chart" 1.34.0 "$data/bad-fleet-standalone.yaml"
 ok "ci/dashboard-values.yaml" "${rbac[@]}" --manifest "$work/dashboard.yaml" "$chart" 1.34.0 \
   "$chart/ci/dashboard-values.yaml"
 # The ConfigMap carries the sidecar's label, the folder annotation, and the file byte for byte.

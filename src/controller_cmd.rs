@@ -24,6 +24,19 @@ pub enum ModeArg {
     Companion,
 }
 
+/// How the controller runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ControllerModeArg {
+    /// trainyard renders and applies JobSets / LeaderWorkerSets itself.
+    Standalone,
+    /// Kubeflow Trainer's controller launches them; trainyard admits by unsuspending TrainJobs.
+    Companion,
+    /// A fleet's manager: TrainJobs with `spec.managedBy: kueue.x-k8s.io/multikueue` are placed
+    /// in one of the WorkerCluster objects' clusters and copied there, where that cluster's
+    /// trainyard (standalone) launches them.
+    Manager,
+}
+
 /// Who allocates the devices of gangs' DRA claims.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum DraCommitArg {
@@ -73,9 +86,10 @@ pub struct ControllerArgs {
     /// to its queues. Without it, the built-in defaults apply.
     #[arg(long, value_name = "FILE")]
     pub policy: Option<PathBuf>,
-    /// standalone (trainyard launches JobSets) or companion (Kubeflow Trainer does).
+    /// standalone (trainyard launches JobSets), companion (Kubeflow Trainer does) or manager
+    /// (trainyard places gangs in worker clusters, whose trainyard launches them).
     #[arg(long, value_enum, default_value = "standalone")]
-    pub mode: ModeArg,
+    pub mode: ControllerModeArg,
     /// Name of the Topology object describing the cluster's levels.
     #[arg(long, default_value = "default", value_name = "NAME")]
     pub topology: String,
@@ -120,7 +134,8 @@ pub struct ControllerArgs {
     /// Take part in leader election; only the lease holder acts.
     #[arg(long)]
     pub leader_elect: bool,
-    /// Namespace of the Lease.
+    /// Namespace the controller runs in: its Lease's, and in manager mode the WorkerClusters'
+    /// Secrets'.
     #[arg(long, env = "POD_NAMESPACE", hide_env_values = true, default_value = "default")]
     pub lease_namespace: String,
     /// Name of the Lease.
@@ -181,8 +196,8 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
     if !(args.slurm_poll.is_finite() && (1.0..=60.0).contains(&args.slurm_poll)) {
         anyhow::bail!("--slurm-poll: {} is not a number of seconds from 1 to 60", args.slurm_poll);
     }
-    if args.slurm && args.mode == ModeArg::Companion {
-        anyhow::bail!("--slurm needs --mode standalone: in companion mode Kubeflow Trainer launches every TrainJob");
+    if args.slurm && args.mode != ControllerModeArg::Standalone {
+        anyhow::bail!("--slurm needs --mode standalone: in other modes trainyard does not launch TrainJobs itself");
     }
     if args.lease_duration < 3 {
         anyhow::bail!("--lease-duration: {} is too short; use at least 3 seconds", args.lease_duration);
@@ -195,7 +210,14 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
         None => (String::new(), "built-in defaults".to_string()),
     };
     // Check the file before touching the cluster, so a bad policy fails at once with its line.
-    trainyard_policies::PolicyConfig::from_yaml(&policy_text, &policy_name)?;
+    let policy = trainyard_policies::PolicyConfig::from_yaml(&policy_text, &policy_name)?;
+    if args.mode == ControllerModeArg::Manager && policy.node_loss.action == trainyard_policies::NodeLossAction::Replace
+    {
+        anyhow::bail!(
+            "{policy_name}: node_loss.action: replace cannot be used with --mode manager: a worker cannot move a running \
+             copy's pods; use wait or requeue (a lost worker's gangs are then placed anew)"
+        );
+    }
     let builder = tracing_subscriber::fmt().with_max_level(args.log_level).with_target(false);
     match args.log_format {
         LogFormat::Json => builder.json().init(),
@@ -204,9 +226,11 @@ pub fn run_controller(args: &ControllerArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let settings = Settings {
         mode: match args.mode {
-            ModeArg::Standalone => Mode::Standalone,
-            ModeArg::Companion => Mode::Companion,
+            ControllerModeArg::Standalone => Mode::Standalone,
+            ControllerModeArg::Companion => Mode::Companion,
+            ControllerModeArg::Manager => Mode::Manager,
         },
+        namespace: args.lease_namespace.clone(),
         policy_text,
         policy_name,
         topology: args.topology.clone(),

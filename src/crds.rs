@@ -3,13 +3,14 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::api::{ClusterTrainingRuntime, OptimizationJob, Queue, Topology, TrainJob, TrainingRuntime};
+use crate::api::{ClusterTrainingRuntime, OptimizationJob, Queue, Topology, TrainJob, TrainingRuntime, WorkerCluster};
 
 /// Every CRD, with the file name the chart keeps it under.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
         ("trainyard.io_queues.yaml", Queue::crd()),
         ("trainyard.io_topologies.yaml", Topology::crd()),
+        ("trainyard.io_workerclusters.yaml", WorkerCluster::crd()),
         ("trainer.kubeflow.org_trainjobs.yaml", TrainJob::crd()),
         ("trainer.kubeflow.org_trainingruntimes.yaml", TrainingRuntime::crd()),
         ("trainer.kubeflow.org_clustertrainingruntimes.yaml", ClusterTrainingRuntime::crd()),

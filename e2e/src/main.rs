@@ -158,6 +158,7 @@ async fn run(args: Args) -> Result<bool> {
         chart_rbac: false,
         lease_namespace: "default".to_string(),
         plane,
+        assets: assets.clone(),
         kube,
         nodes,
         binary,

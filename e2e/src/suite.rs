@@ -16,6 +16,8 @@ use crate::standins::nodes::Nodes;
 pub struct Suite {
     /// The control plane.
     pub plane: Plane,
+    /// The control plane's binaries (scenarios start more planes from them).
+    pub assets: crate::assets::Assets,
     /// The harness's client (system:masters).
     pub kube: Kube,
     /// Fake nodes' Lease renewals.

@@ -154,25 +154,7 @@ impl<'s> World<'s> {
     /// A namespaced torch TrainingRuntime called `name` with these annotations (one replicated
     /// job `node`).
     pub async fn torch_runtime_as(&self, name: &str, annotations: Value) -> Result<()> {
-        self.suite
-            .kube
-            .apply(&json!({
-                "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
-                "metadata": {"name": name, "namespace": self.ns, "annotations": annotations},
-                "spec": {
-                    "mlPolicy": {"numNodes": 1, "torch": {}},
-                    "template": {"spec": {"replicatedJobs": [{
-                        "name": "node",
-                        "template": {
-                            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                            "spec": {"template": {"spec": {"containers": [{
-                                "name": "node", "image": "example.org/torch:2.9", "command": ["torchrun", "train.py"],
-                            }]}}},
-                        },
-                    }]}},
-                },
-            }))
-            .await?;
+        self.suite.kube.apply(&torch_runtime(&self.ns, name, annotations)).await?;
         Ok(())
     }
 
@@ -421,6 +403,26 @@ impl<'s> World<'s> {
         }
         Ok(())
     }
+}
+
+/// A namespaced torch TrainingRuntime (one replicated job `node`).
+pub fn torch_runtime(ns: &str, name: &str, annotations: Value) -> Value {
+    json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainingRuntime",
+        "metadata": {"name": name, "namespace": ns, "annotations": annotations},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {"spec": {"replicatedJobs": [{
+                "name": "node",
+                "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [{
+                        "name": "node", "image": "example.org/torch:2.9", "command": ["torchrun", "train.py"],
+                    }]}}},
+                },
+            }]}},
+        },
+    })
 }
 
 /// The slots of a TrainJob's admission record, if it has one.

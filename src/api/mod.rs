@@ -1,4 +1,4 @@
-//! Kubernetes API types trainyard reads and writes: Kubeflow Trainer's kinds, trainyard's own `Queue` and `Topology`.
+//! Kubernetes API types trainyard reads and writes: Kubeflow Trainer's kinds, trainyard's own `Queue`, `Topology` and `WorkerCluster`.
 //!
 //! The Trainer kinds wrap the pure serde types of `trainyard-bridges`, so that the object the
 //! controller reads from the API server is exactly what the renderer takes. trainyard's own kinds
@@ -9,11 +9,13 @@ pub mod queue;
 mod schema;
 pub mod topology;
 pub mod trainer;
+pub mod worker_cluster;
 
 pub use optimization::OptimizationJob;
 pub use queue::{Queue, QueueSpec, QueueStatus, SlurmTarget};
 pub use topology::{Topology, TopologySpec};
 pub use trainer::{ClusterTrainingRuntime, TrainJob, TrainJobSpec, TrainJobStatus, TrainingRuntime};
+pub use worker_cluster::{WorkerCluster, WorkerClusterSpec, WorkerClusterStatus};
 
 /// API group of trainyard's own kinds.
 pub const GROUP: &str = "trainyard.io";

@@ -61,6 +61,8 @@ pub struct JobOut<'a> {
     nodes: &'a [String],
     #[serde(skip_serializing_if = "str::is_empty")]
     search: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    cluster: &'a str,
 }
 
 /// The structured view of a job.
@@ -80,6 +82,7 @@ pub fn job_out(job: &v1::Job) -> JobOut<'_> {
         domain: &job.domain,
         nodes: &job.nodes,
         search: &job.search,
+        cluster: &job.cluster,
     }
 }
 
@@ -97,6 +100,11 @@ pub fn jobs(list: &[v1::Job], output: Output, namespaces: bool) -> anyhow::Resul
     let searches = list.iter().any(|j| !j.search.is_empty());
     if searches {
         header.insert(1, "SEARCH");
+    }
+    // A fleet's manager names the worker cluster each job runs in.
+    let clusters = list.iter().any(|j| !j.cluster.is_empty());
+    if clusters {
+        header.insert(2 + usize::from(searches), "CLUSTER");
     }
     if namespaces {
         header.insert(0, "NAMESPACE");
@@ -120,6 +128,9 @@ pub fn jobs(list: &[v1::Job], output: Output, namespaces: bool) -> anyhow::Resul
             }
             if searches {
                 row.insert(1, if j.search.is_empty() { "-".into() } else { j.search.clone() });
+            }
+            if clusters {
+                row.insert(2 + usize::from(searches), if j.cluster.is_empty() { "-".into() } else { j.cluster.clone() });
             }
             if namespaces {
                 row.insert(0, j.namespace.clone());

@@ -3,7 +3,8 @@
 //! scheduling task and loop, intents and pod sets, each TrainJob's plan), [`acting`] (requests,
 //! the status writer, the objects created for a gang, the commit record), [`serving`] (HTTP,
 //! metrics, leadership, the researcher API's answers), [`slurm`] (queues whose gangs run on
-//! Slurm) and [`process`] (the process wired together, and how it retries).
+//! Slurm), [`fleet`] (manager mode: worker clusters as one more level, and the copies written
+//! there) and [`process`] (the process wired together, and how it retries).
 //!
 //! Everything that decides is pure and tested by value: [`deciding::intent`] (what a TrainJob
 //! asks), [`deciding::scheduling_loop`] (the engine over a snapshot), [`deciding::plan`] (the
@@ -12,6 +13,7 @@
 
 pub mod acting;
 pub mod deciding;
+pub mod fleet;
 pub mod process;
 pub mod serving;
 pub mod slurm;

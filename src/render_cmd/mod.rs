@@ -269,7 +269,8 @@ pub fn run(args: &RenderArgs) -> Result<()> {
             })]
         }
         (Mode::Companion, None) => bail!("--mode companion needs --topology: the patch carries the placement"),
-        (Mode::Standalone, _) => {
+        // A manager writes a copy of the TrainJob; its worker renders what standalone mode does.
+        (Mode::Standalone | Mode::Manager, _) => {
             let flux = rendered.flux.iter().flat_map(|f| [&f.config_map, &f.secret]);
             rendered
                 .binder_group

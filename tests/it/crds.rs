@@ -43,8 +43,9 @@ fn the_cli_prints_every_crd() {
         "trainingruntimes.trainer.kubeflow.org",
         "clustertrainingruntimes.trainer.kubeflow.org",
         "optimizationjobs.trainer.kubeflow.org",
+        "workerclusters.trainyard.io",
     ] {
         assert!(text.contains(&format!("name: {name}\n")), "{name} missing");
     }
-    assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 6);
+    assert_eq!(text.matches("kind: CustomResourceDefinition").count(), 7);
 }

@@ -1,5 +1,5 @@
 //! The controller's shape, as ARCHITECTURE.md draws it: one folder per role in the order data
-//! flows (watching, deciding, acting, serving, slurm, process), nothing loose beside them, and
+//! flows (watching, deciding, acting, serving, slurm, fleet, process), nothing loose beside them, and
 //! no two modules whose names differ only by a suffix.
 
 use std::collections::BTreeSet;

@@ -8,6 +8,7 @@ mod apiserver_restart;
 mod bad_input;
 mod binders;
 mod chart;
+mod fleet;
 mod dra;
 mod invariants;
 mod kill_storm;
@@ -132,6 +133,11 @@ pub const ALL: &[Scenario] = &[
         name: "search",
         about: "an OptimizationJob of 6 trials, 2 at a time, on a queue of room for 2: never more admitted, every trial Complete, the best reported, trials deleted with it; a bad parameter named",
         run: runner!(search::run),
+    },
+    Scenario {
+        name: "fleet",
+        about: "a manager and two worker control planes: gangs placed where they fit and run there, status mirrored within 1 s, fleet quota held; a worker lost past the grace has its gangs requeued on the other, its stale copies removed when it returns; bad Secrets named",
+        run: runner!(fleet::run),
     },
     Scenario {
         name: "api",
@@ -261,22 +267,32 @@ pub async fn install_crd(kube: &Kube, manager: &str, crd: &Value) -> Result<()> 
 
 /// The upstream JobSet and LeaderWorkerSet CRDs (their controllers are stood in for).
 pub async fn install_workload_crds(suite: &Suite) -> Result<()> {
-    install_crd(&suite.kube, "jobset", &suite.crds.jobset).await?;
-    install_crd(&suite.kube, "lws", &suite.crds.lws).await
+    install_workload_crds_on(suite, &suite.kube).await
+}
+
+/// [`install_workload_crds`] on another cluster's API server.
+pub async fn install_workload_crds_on(suite: &Suite, kube: &Kube) -> Result<()> {
+    install_crd(kube, "jobset", &suite.crds.jobset).await?;
+    install_crd(kube, "lws", &suite.crds.lws).await
 }
 
 /// The upstream Trainer CRDs, as Trainer's own installation applies them (server-side, its own
 /// field manager), and trainyard's own CRDs.
 pub async fn install_trainer_crds(suite: &Suite) -> Result<()> {
+    install_trainer_crds_on(suite, &suite.kube).await
+}
+
+/// [`install_trainer_crds`] on another cluster's API server.
+pub async fn install_trainer_crds_on(suite: &Suite, kube: &Kube) -> Result<()> {
     for crd in &suite.crds.trainer {
-        install_crd(&suite.kube, "kubectl", crd).await?;
+        install_crd(kube, "kubectl", crd).await?;
     }
     let dir = suite.repo.join("charts/trainyard/crds");
     for entry in std::fs::read_dir(&dir)? {
         let path = entry?.path();
         if path.file_name().is_some_and(|n| n.to_string_lossy().starts_with("trainyard.io_")) {
             for crd in crate::kube_util::yaml_documents(&std::fs::read_to_string(&path)?, &path)? {
-                install_crd(&suite.kube, "e2e", &crd).await?;
+                install_crd(kube, "e2e", &crd).await?;
             }
         }
     }

@@ -28,6 +28,7 @@ pub struct Actor {
     slurm: Option<Bridge>,
     status: Option<StatusWriter>,
     applied: Arc<Mutex<RecentApplies>>,
+    fleet: Option<Arc<crate::controller::fleet::workers::Fleet>>,
 }
 
 /// What a run of steps did that its caller times.
@@ -64,6 +65,10 @@ pub enum ActError {
     /// A Slurm step on a controller without a Slurm cluster.
     #[error("a Slurm step, but trainyard runs without --slurm")]
     NoSlurm,
+    /// Manager mode: a worker holds a TrainJob of the name that is not the gang's copy (or one
+    /// still being deleted); tried again with backoff.
+    #[error("{0}")]
+    Foreign(String),
 }
 
 /// The `ApiResource` of an object we create, from its apiVersion and kind.
@@ -122,6 +127,7 @@ impl Actor {
             slurm: None,
             status: None,
             applied: Arc::default(),
+            fleet: None,
         }
     }
 
@@ -133,6 +139,12 @@ impl Actor {
     /// The same actor, handing TrainJob status to `writer` instead of writing it in line.
     pub fn with_status_writer(mut self, writer: StatusWriter) -> Actor {
         self.status = Some(writer);
+        self
+    }
+
+    /// The same actor, writing gangs' copies to the fleet's workers (manager mode).
+    pub fn with_fleet(mut self, fleet: Arc<crate::controller::fleet::workers::Fleet>) -> Actor {
+        self.fleet = Some(fleet);
         self
     }
 
@@ -415,6 +427,18 @@ impl Actor {
                 }
             }
             Action::Create(object) => self.create(object).await?,
+            Action::Dispatch { cluster, copy } => {
+                // A worker that cannot be written now is looked at again once it can.
+                if let Some(worker) = self.fleet.as_ref().and_then(|f| f.client(cluster)) {
+                    crate::controller::acting::worker_writes::dispatch(&worker, cluster, copy).await?;
+                }
+            }
+            Action::Withdraw { cluster } => {
+                // An unreachable worker's copy is removed when the worker comes back.
+                if let Some(worker) = self.fleet.as_ref().and_then(|f| f.client(cluster)) {
+                    crate::controller::acting::worker_writes::withdraw(&worker, job).await?;
+                }
+            }
             Action::CreateSshSecret { name: secret } => {
                 let owner = json!({
                     "apiVersion": TrainJob::api_version(&()), "kind": TrainJob::kind(&()), "name": name,

@@ -349,6 +349,18 @@ impl Task {
         let cluster = looped.engine().cluster();
         m.cluster_gpus.set(gauge(cluster.total_capacity().gpus));
         m.cluster_free_gpus.set(gauge(cluster.total_free().gpus));
+        if self.ctx.settings.mode == crate::controller::deciding::plan::Mode::Manager {
+            // The tree's first level is the worker clusters: a few series, read off the sums.
+            let topo = cluster.topology();
+            m.worker_gpus.clear();
+            m.worker_free_gpus.clear();
+            for &child in topo.children(trainyard_topology::DomainId::ROOT) {
+                let d = trainyard_topology::DomainId(child);
+                let label = crate::controller::serving::metrics::ClusterLabel { cluster: topo.domain(d).name.clone() };
+                m.worker_gpus.get_or_create(&label).set(gauge(topo.capacity(d).gpus));
+                m.worker_free_gpus.get_or_create(&label).set(gauge(cluster.free(d).gpus));
+            }
+        }
         m.status_backlog.set(gauge(self.ctx.status.backlog() as u64));
         // The gauges below walk every host and every TrainJob: at most once a second.
         if self.gauges_at.is_some_and(|at| at.elapsed() < QUEUE_STATUS_EVERY) {

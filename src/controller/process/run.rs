@@ -31,7 +31,11 @@ use crate::controller::acting::binders::{BinderKind, BinderSupport};
 use crate::controller::acting::gang_api::GangApi;
 use crate::controller::acting::status_writer::StatusWriter;
 use crate::controller::deciding::intent::IntentContext;
-use crate::controller::deciding::plan::{Action, Inputs, Mode, SecretSeen, WorkloadView, judge_ssh_secret, plan};
+use crate::controller::deciding::plan::{
+    Action, FleetInputs, Inputs, Mode, SecretSeen, WorkloadView, acting_on, judge_ssh_secret, plan,
+};
+use crate::controller::fleet::copies::{CopyView, copy_view};
+use crate::controller::fleet::workers::Fleet;
 use crate::controller::deciding::scheduling_loop::Decision;
 use crate::controller::serving::http::{self, Health};
 use crate::controller::serving::lease::LeaseLock;
@@ -40,13 +44,15 @@ use crate::controller::slurm::poller::SlurmLink;
 use crate::controller::watching::caches::{cache, dynamic_cache, served, without_managed_fields};
 use crate::controller::watching::live::Change;
 use crate::controller::watching::planner_views::{pod_view, slim_pod, workload_view};
-use crate::controller::watching::scheduler_inputs::{Runtimes, intent_of};
+use crate::controller::watching::scheduler_inputs::{Runtimes, intent_of, is_ours};
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// Standalone or companion.
+    /// Standalone, companion or manager.
     pub mode: Mode,
+    /// The namespace the controller runs in (manager mode reads the workers' Secrets there).
+    pub namespace: String,
     /// The policy file's text (global settings and queues; Queue objects are added to it).
     pub policy_text: String,
     /// Its name, for errors.
@@ -150,6 +156,8 @@ pub struct Ctx {
     configmaps: Store<ConfigMap>,
     /// Watch events of the researcher API, to every open stream.
     pub(crate) api_events: tokio::sync::broadcast::Sender<crate::grpc::v1::Event>,
+    /// Manager mode: the worker clusters.
+    pub(crate) fleet: Option<Arc<Fleet>>,
 }
 
 impl Ctx {
@@ -267,8 +275,16 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
         None
     };
     let (tx, rx) = mpsc::channel::<Change>(4096);
-    crate::controller::watching::watches::spawn(&client, &tx);
-    let dra = dra_served(&client).await;
+    let manager = settings.mode == Mode::Manager;
+    // A manager's nodes and pods are its workers', merged under a cluster level.
+    crate::controller::watching::watches::spawn(&client, &tx, !manager);
+    let fleet = if manager {
+        let fleet = Fleet::start(client.clone(), settings.namespace.clone(), tx.clone(), trigger_tx.clone()).await?;
+        Some(fleet)
+    } else {
+        None
+    };
+    let dra = !manager && dra_served(&client).await;
     if dra {
         crate::controller::watching::watches::spawn_devices(&client, &tx);
     }
@@ -288,6 +304,10 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
         None => Actor::new(client.clone(), Some(settings.identity.clone())),
     }
     .with_status_writer(status.clone());
+    let actor = match &fleet {
+        Some(f) => actor.with_fleet(f.clone()),
+        None => actor,
+    };
     let workers = settings.workers;
     let ctx = Arc::new(Ctx {
         gang_api,
@@ -316,6 +336,7 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
         pods_by_gang,
         configmaps,
         api_events,
+        fleet,
     });
     tokio::spawn(follow_binders(client.clone(), ctx.clone(), tx.clone()));
     let started = Arc::new(Notify::new());
@@ -351,6 +372,9 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     // for one backoff per failure, tens of seconds after an API server restart.
     let (jobs_reader, jobs_writer) = kube::runtime::reflector::store::<TrainJob>();
     let jobs_api = Api::<TrainJob>::all(client.clone());
+    if let Some(fleet) = &ctx.fleet {
+        fleet.set_jobs(jobs_reader.clone());
+    }
     let trainjobs = quiet_triggers(
         jobs_reader.clone(),
         kube::runtime::reflector(
@@ -460,6 +484,9 @@ fn runtimes_index(ctx: &Ctx) -> (u64, Arc<Runtimes>) {
 }
 
 async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, ReconcileError> {
+    if !is_ours(&job, ctx.settings.mode) {
+        return Ok(Requeue::await_change());
+    }
     let (_, runtimes) = runtimes_index(&ctx);
     let (policy, gpu_resource, slurm_queues) = {
         let inputs = ctx.inputs.lock().expect("lock");
@@ -485,9 +512,24 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         WorkloadKind::LeaderWorkerSet => api_resource(trainyard_bridges::lws::API_VERSION, "LeaderWorkerSet"),
     }
     .expect("known kinds");
-    let workload = store
-        .and_then(|s| s.get(&ObjectRef::new_with(&name, ar).within(&ns)))
-        .map(|o| workload_view(kind, &serde_json::to_value(o.as_ref()).unwrap_or_default()));
+    let uid = job.metadata.uid.clone().unwrap_or_default();
+    let decision =
+        ctx.decisions.lock().expect("lock").get(&job.key()).filter(|(u, _)| *u == uid).map(|(_, d)| d.clone());
+    let copy = match &ctx.fleet {
+        Some(fleet) => worker_copy(fleet, &job, decision.as_ref()).await?,
+        None => None,
+    };
+    let workload = match (&ctx.fleet, &copy) {
+        // A manager's workload is its copy on the worker.
+        (Some(_), copy) => copy
+            .as_ref()
+            .and_then(|(c, _)| c.as_ref())
+            .filter(|c| Some(&c.origin) == job.metadata.uid.as_ref())
+            .map(|c| c.workload.clone()),
+        (None, _) => store
+            .and_then(|s| s.get(&ObjectRef::new_with(&name, ar).within(&ns)))
+            .map(|o| workload_view(kind, &serde_json::to_value(o.as_ref()).unwrap_or_default())),
+    };
     let pods: Vec<_> = ctx
         .pods_by_gang
         .names(&ns, &name)
@@ -498,9 +540,6 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         .collect();
     let hostfile_exists = ctx.configmaps.get(&ObjectRef::new(&format!("{name}-mpi-hostfile")).within(&ns)).is_some();
     let ssh_secret = look_at_ssh_secret(&ctx, &job, runtime, workload.as_ref()).await?;
-    let uid = job.metadata.uid.clone().unwrap_or_default();
-    let decision =
-        ctx.decisions.lock().expect("lock").get(&job.key()).filter(|(u, _)| *u == uid).map(|(_, d)| d.clone());
     let arrival = ctx.arrivals.lock().expect("lock").get(&uid).copied();
     let slurm_snapshot = ctx.settings.slurm.as_ref().map(|link| link.snapshot());
     let now = Time(Timestamp::now());
@@ -521,6 +560,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         devices: ctx.settings.devices,
         start_timeout: ctx.settings.start_timeout,
         ssh_secret,
+        fleet: copy.as_ref().map(|(copy, fleet)| FleetInputs { copy: copy.as_ref(), ..fleet.clone() }),
     };
     let actions = plan(&inputs);
     if !actions.is_empty() {
@@ -568,6 +608,27 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     }
     let on_slurm = intent.as_ref().is_ok_and(|i| i.slurm.is_some());
     Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now, on_slurm))))
+}
+
+/// Manager mode: the copy on the worker cluster the reconcile acts on (see [`acting_on`]),
+/// whether that worker can be written, and (before the copy is written) whether it has the
+/// TrainJob's runtime. `None` for a TrainJob neither placed nor being placed.
+async fn worker_copy(
+    fleet: &Fleet,
+    job: &TrainJob,
+    decision: Option<&Decision>,
+) -> Result<Option<(Option<CopyView>, FleetInputs<'static>)>, ReconcileError> {
+    let Some(cluster) = acting_on(job, decision) else { return Ok(None) };
+    let (ns, name) = (job.metadata.namespace.clone().unwrap_or_default(), job.metadata.name.clone().unwrap_or_default());
+    let copy = fleet.copy(&cluster, &ns, &name).and_then(|c| copy_view(&cluster, &c));
+    let reachable = fleet.usable(&cluster);
+    let mine = copy.as_ref().is_some_and(|c| Some(&c.origin) == job.metadata.uid.as_ref());
+    let runtime_missing = if reachable && !mine && job.metadata.deletion_timestamp.is_none() {
+        fleet.runtime_missing(&cluster, job).await.map_err(|e| ReconcileError::from(ActError::Kube(e)))?
+    } else {
+        None
+    };
+    Ok(Some((copy, FleetInputs { cluster, copy: None, reachable, runtime_missing })))
 }
 
 /// The Secret an MPI gang (its SSH key) or a Flux gang (its CURVE certificate) mounts, when it

@@ -16,6 +16,13 @@ pub struct QueueLabel {
     pub queue: String,
 }
 
+/// Label of per-worker-cluster series (manager mode).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    /// The WorkerCluster's name.
+    pub cluster: String,
+}
+
 /// Labels of pending TrainJobs by queue and reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PendingLabel {
@@ -101,6 +108,10 @@ pub struct Metrics {
     pub cluster_gpus: Gauge,
     /// GPUs free on usable hosts.
     pub cluster_free_gpus: Gauge,
+    /// Manager mode: GPUs of each worker cluster's hosts.
+    pub worker_gpus: Family<ClusterLabel, Gauge>,
+    /// Manager mode: GPUs free on each worker cluster's usable hosts.
+    pub worker_free_gpus: Family<ClusterLabel, Gauge>,
     /// Writes of a decision refused because the TrainJob changed since it was read (planned again).
     pub conflicts: Counter,
     /// Statuses waiting for the status writer.
@@ -137,6 +148,8 @@ impl Default for Metrics {
             queue_nominal_gpus: Family::default(),
             cluster_gpus: Gauge::default(),
             cluster_free_gpus: Gauge::default(),
+            worker_gpus: Family::default(),
+            worker_free_gpus: Family::default(),
             conflicts: Counter::default(),
             status_backlog: Gauge::default(),
             reconciles: Family::default(),
@@ -169,6 +182,12 @@ impl Default for Metrics {
         registry.register("foreign_gpus", "GPUs requested by pods trainyard does not place", m.foreign_gpus.clone());
         registry.register("pending", "Pending TrainJobs by queue and reason", m.pending.clone());
         registry.register("queue_used_gpus", "GPUs charged to each queue", m.queue_used_gpus.clone());
+        registry.register("worker_gpus", "GPUs of each worker cluster (manager mode)", m.worker_gpus.clone());
+        registry.register(
+            "worker_free_gpus",
+            "GPUs free on each worker cluster's usable hosts (manager mode)",
+            m.worker_free_gpus.clone(),
+        );
         registry.register("queue_nominal_gpus", "Nominal GPU quota of each queue", m.queue_nominal_gpus.clone());
         registry.register("cluster_gpus", "GPUs of the cluster's hosts", m.cluster_gpus.clone());
         registry.register("cluster_free_gpus", "GPUs free on usable hosts", m.cluster_free_gpus.clone());

@@ -56,6 +56,13 @@ impl Levels {
         }
     }
 
+    /// The same levels under a fleet's top level, the worker cluster (manager mode).
+    pub fn under_clusters(mut self) -> Levels {
+        self.upper.retain(|k| k != crate::api::worker_cluster::CLUSTER_LEVEL_LABEL);
+        self.upper.insert(0, crate::api::worker_cluster::CLUSTER_LEVEL_LABEL.to_string());
+        self
+    }
+
     /// The engine's level names, outermost first (label keys; the host level last).
     pub fn names(&self) -> Vec<String> {
         let mut names = self.upper.clone();

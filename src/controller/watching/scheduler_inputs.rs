@@ -167,6 +167,14 @@ pub fn arrival_of(job: &TrainJob) -> Option<u64> {
     job.metadata.annotations.as_ref()?.get(crate::api::ARRIVAL_ANNOTATION)?.trim().parse().ok()
 }
 
+/// Whether a TrainJob is this controller's to run: in manager mode the ones marked for the fleet
+/// (`spec.managedBy`), in every other mode all the others (a fleet's copies included: the copy a
+/// manager writes to a worker carries no mark).
+pub fn is_ours(job: &TrainJob, mode: Mode) -> bool {
+    let fleet = job.spec.0.managed_by.as_deref() == Some(crate::api::worker_cluster::FLEET_MANAGED_BY);
+    fleet == (mode == Mode::Manager)
+}
+
 /// What the scheduling loop should do with a TrainJob; `order` breaks ties of creation time (its
 /// recorded arrival, else the one the loop hands out).
 pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mode, order: u64) -> JobEntry {
@@ -175,7 +183,7 @@ pub fn job_entry(job: &TrainJob, intent: &Result<GangIntent, Problem>, mode: Mod
     let suspended = job.spec.0.suspend == Some(true);
     let record = recorded(job);
     let state = match (intent, record) {
-        _ if job.metadata.deletion_timestamp.is_some() || finished => JobState::Inactive,
+        _ if job.metadata.deletion_timestamp.is_some() || finished || !is_ours(job, mode) => JobState::Inactive,
         (Err(_), Some(_)) if !(mode == Mode::Standalone && suspended) => JobState::Kept,
         (Err(_), _) => JobState::Inactive,
         (Ok(_), None) if mode == Mode::Standalone && suspended => JobState::Inactive,

@@ -21,10 +21,14 @@ use crate::controller::watching::live::{Change, DraChange};
 use crate::controller::watching::scheduler_inputs::Runtimes;
 
 /// Starts one watch per kind the loop follows; events go to `tx` in the order each watch
-/// delivers them (a full channel slows the watch down, it never drops an event).
-pub fn spawn(client: &Client, tx: &mpsc::Sender<Change>) {
-    forward_slim(Api::<Node>::all(client.clone()), tx.clone(), |e| Change::Node(Box::new(e)), slim_node);
-    forward(Api::<Pod>::all(client.clone()), tx.clone(), |e| Change::Pod(Box::new(e)));
+/// delivers them (a full channel slows the watch down, it never drops an event). Without
+/// `nodes_and_pods` the cluster's own Nodes and Pods are not watched (a fleet manager's come
+/// from its workers).
+pub fn spawn(client: &Client, tx: &mpsc::Sender<Change>, nodes_and_pods: bool) {
+    if nodes_and_pods {
+        forward_slim(Api::<Node>::all(client.clone()), tx.clone(), |e| Change::Node(Box::new(e)), slim_node);
+        forward(Api::<Pod>::all(client.clone()), tx.clone(), |e| Change::Pod(Box::new(e)));
+    }
     forward(Api::<TrainJob>::all(client.clone()), tx.clone(), |e| Change::Job(Box::new(e)));
     forward(Api::<Queue>::all(client.clone()), tx.clone(), |e| Change::Queue(Box::new(e)));
     forward(Api::<Topology>::all(client.clone()), tx.clone(), |e| Change::Topology(Box::new(e)));

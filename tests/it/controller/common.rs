@@ -148,6 +148,7 @@ impl World {
             devices: self.devices,
             start_timeout: self.start_timeout,
             ssh_secret: self.ssh_secret.clone(),
+            fleet: None,
         })
     }
 }
@@ -174,6 +175,8 @@ pub fn names(actions: &[Action]) -> Vec<String> {
             Action::SubmitSlurm(g) => format!("SubmitSlurm {}", g.gang),
             Action::CancelSlurm { gang } => format!("CancelSlurm {gang}"),
             Action::CreateSshSecret { name } => format!("CreateSshSecret {name}"),
+            Action::Dispatch { cluster, .. } => format!("Dispatch {cluster}"),
+            Action::Withdraw { cluster } => format!("Withdraw {cluster}"),
         })
         .collect()
 }

@@ -184,6 +184,12 @@ fn the_controller_rejects_a_bad_policy_or_flag_before_touching_a_cluster() {
     }
     let (ok, err) = run(&["--slurm-poll", "5"]);
     assert!(!ok && err.contains("--slurm"), "the poll interval needs --slurm: {err}");
+    let (ok, err) = run(&["--slurm", "--mode", "manager"]);
+    assert!(!ok && err.contains("--slurm needs --mode standalone"), "{err}");
+    let replace = dir.join("replace.yaml");
+    std::fs::write(&replace, "node_loss: {action: replace, grace: 1m}\n").unwrap();
+    let (ok, err) = run(&["--mode", "manager", "--policy", replace.to_str().unwrap()]);
+    assert!(!ok && err.contains("replace.yaml: node_loss.action: replace cannot be used with --mode manager"), "{err}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

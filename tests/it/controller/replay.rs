@@ -118,6 +118,7 @@ impl Server {
             }
             Action::PatchTrainJob { .. } => unreachable!("standalone mode"),
             Action::SubmitSlurm(_) | Action::CancelSlurm { .. } => unreachable!("no Slurm queue"),
+            Action::Dispatch { .. } | Action::Withdraw { .. } => unreachable!("standalone mode"),
             Action::AllocateClaim { .. } | Action::ReleaseClaim { .. } => unreachable!("no DRA claims"),
             Action::CreateSshSecret { .. } | Action::Create(_) => {
                 unreachable!("the replay world never looks at Secrets")

@@ -7,12 +7,14 @@
 mod binder_group;
 mod claims;
 mod companion;
+mod dispatch;
 mod launch;
 mod slurm;
 mod ssh;
 
 pub use claims::{DELETE_PROTECTION, DeviceCommit, allocation_status, claim_metadata, released_status};
 pub use companion::companion_patch;
+pub use dispatch::{FleetInputs, acting_on};
 pub use slurm::SLURM_REJECTED;
 pub use ssh::{SecretSeen, judge as judge_ssh_secret};
 
@@ -45,6 +47,9 @@ pub enum Mode {
     Standalone,
     /// Kubeflow Trainer launches it; trainyard admits by patching and unsuspending the TrainJob.
     Companion,
+    /// A fleet's manager: trainyard places the gang in one of its worker clusters and writes a
+    /// copy there, which that cluster's trainyard (standalone) launches.
+    Manager,
 }
 
 /// The JobSet or LeaderWorkerSet as observed.
@@ -97,6 +102,8 @@ pub struct Inputs<'a> {
     /// The Secret the gang mounts from launch on (an MPI gang's SSH key, a Flux gang's CURVE
     /// certificate), when the reconciler looked (such a gang not launched yet).
     pub ssh_secret: Option<SecretSeen>,
+    /// Manager mode: the gang's copy on the worker its record places it in, and that worker.
+    pub fleet: Option<FleetInputs<'a>>,
 }
 
 /// One step of a reconcile.
@@ -169,6 +176,20 @@ pub enum Action {
         /// The gang id its job carries.
         gang: String,
     },
+    /// Manager mode: write the gang's copy to a worker cluster (created, or, where a copy of the
+    /// same origin is there, its record and `suspend` brought to this body's).
+    Dispatch {
+        /// The worker cluster.
+        cluster: String,
+        /// The copy.
+        copy: Value,
+    },
+    /// Manager mode: delete the gang's copy on a worker cluster (nothing when it cannot be
+    /// reached: a copy found there later is removed when it comes back).
+    Withdraw {
+        /// The worker cluster.
+        cluster: String,
+    },
     /// Record an event on the TrainJob.
     Event {
         /// Warning rather than Normal.
@@ -237,6 +258,19 @@ impl Planner<'_, '_> {
         self.inp.mode == Mode::Standalone
     }
 
+    fn companion(&self) -> bool {
+        self.inp.mode == Mode::Companion
+    }
+
+    fn manager(&self) -> bool {
+        self.inp.mode == Mode::Manager
+    }
+
+    /// trainyard owns the TrainJob's whole lifecycle (Trainer does not run it): standalone or manager.
+    fn owns(&self) -> bool {
+        !self.companion()
+    }
+
     /// Sets a condition; an event goes with it when its reason changes.
     fn want(&mut self, want: Want, event: Option<bool>) {
         let changed = conditions::reason_of(self.conditions(), want.type_) != Some(want.reason.as_str())
@@ -275,6 +309,9 @@ impl Planner<'_, '_> {
     }
 
     fn delete_launched(&mut self) {
+        if self.manager() {
+            return self.withdraw();
+        }
         self.release_claims();
         self.cancel_slurm(recorded(self.inp.job).as_ref());
         if !self.standalone() {
@@ -311,7 +348,7 @@ impl Planner<'_, '_> {
             return;
         }
         if let Some(w) = self.inp.workload
-            && self.standalone()
+            && self.owns()
         {
             self.jobs_status = Some(w.jobs_status.clone());
             if let Some((reason, message)) = &w.failed {
@@ -340,7 +377,7 @@ impl Planner<'_, '_> {
         {
             return self.problem(problem);
         }
-        if self.standalone() && job.spec.0.suspend == Some(true) {
+        if self.owns() && job.spec.0.suspend == Some(true) {
             return self.suspended(record.as_ref());
         }
         if self.standalone()
@@ -366,11 +403,12 @@ impl Planner<'_, '_> {
             self.want(Want::new(FAILED, true, reason, message.clone()), Some(true));
             return;
         }
-        if !self.standalone() && record.is_none() && job.spec.0.suspend != Some(true) {
+        if self.companion() && record.is_none() && job.spec.0.suspend != Some(true) {
             let message = "create the TrainJob with spec.suspend: true so that trainyard admits it";
             self.want(Want::new(QUEUED, false, "NotSuspended", message), Some(true));
             return;
         }
+        let Some(record) = self.fleet_record(record) else { return };
         let record = match self.inp.decision {
             Some(Decision::Preempt { by }) => {
                 let message = format!("preempted to make room for {by}");
@@ -442,7 +480,7 @@ impl Planner<'_, '_> {
     fn problem(&mut self, problem: &Problem) {
         if problem.terminal {
             self.want(Want::new(FAILED, true, problem.reason, problem.describe()), Some(true));
-            if !self.standalone() {
+            if self.companion() {
                 // Kubeflow owns Failed in companion mode; say it as Queued=False instead.
                 self.wants.retain(|w| w.type_ != FAILED);
                 self.want(Want::new(QUEUED, false, problem.reason, problem.describe()), None);
@@ -460,6 +498,7 @@ impl Planner<'_, '_> {
             // A JobSet is suspended in place, rendered with the placement it runs with, because the
             // JobSet webhook rejects template changes on a running JobSet; an LWS cannot be suspended.
             match self.kind() {
+                _ if self.manager() => self.delete_launched(),
                 WorkloadKind::JobSet => {
                     self.apply_rendered(record, false);
                     self.delete_binder_group();
@@ -481,7 +520,7 @@ impl Planner<'_, '_> {
     fn requeued(&mut self, reason: &str, message: &str, was_admitted: bool) {
         let message = message.to_string();
         self.release_claims();
-        if self.standalone() {
+        if self.owns() {
             self.delete_launched();
         } else if self.inp.job.spec.0.suspend != Some(true) {
             // Trainer's webhook forbids changing runtimePatches while the job runs, so the suspend
@@ -498,6 +537,9 @@ impl Planner<'_, '_> {
     fn admitted(&mut self, record: &AdmissionRecord) {
         if self.on_slurm(Some(record)) {
             return self.slurm_admitted(record);
+        }
+        if self.manager() {
+            return self.dispatched(record);
         }
         // The clock starts at admission, and again whenever unbound pods are made anew (a JobSet
         // restart, pods of a lost node recreated): only a gang stuck that long times out.
@@ -565,7 +607,7 @@ impl Planner<'_, '_> {
     }
 
     fn finish(mut self) -> Vec<Action> {
-        let owned: &[&str] = if self.standalone() { &STANDALONE_OWNED } else { &COMPANION_OWNED };
+        let owned: &[&str] = if self.companion() { &COMPANION_OWNED } else { &STANDALONE_OWNED };
         let generation = self.inp.job.metadata.generation;
         let merged = conditions::merge(self.conditions(), owned, &self.wants, generation, self.inp.now);
         let current_jobs = self.inp.job.status.as_ref().map(|s| s.jobs_status.clone()).unwrap_or_default();
@@ -574,7 +616,7 @@ impl Planner<'_, '_> {
             let conditions = merged.unwrap_or_else(|| {
                 self.conditions().iter().filter(|c| owned.contains(&c.type_.as_str())).cloned().collect()
             });
-            let jobs_status = if self.standalone() { self.jobs_status.take() } else { None };
+            let jobs_status = if self.owns() { self.jobs_status.take() } else { None };
             self.actions.push(Action::Status { conditions, jobs_status });
         }
         self.actions

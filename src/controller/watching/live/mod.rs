@@ -67,6 +67,14 @@ pub struct LiveSettings {
     pub binders: crate::controller::acting::binders::BinderSupport,
 }
 
+impl LiveSettings {
+    /// The levels a Topology describes, under the worker clusters in manager mode.
+    fn levels_of(&self, spec: &TopologySpec, nodes: &[&Node]) -> Levels {
+        let levels = Levels::of(spec, nodes);
+        if self.mode == Mode::Manager { levels.under_clusters() } else { levels }
+    }
+}
+
 /// A note for the operator: a node left out, a setting that needs a restart.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Note {
@@ -118,12 +126,16 @@ impl Live {
     pub fn start(initial: Initial, settings: LiveSettings, now: u64) -> anyhow::Result<(Live, Vec<Note>)> {
         let topology = initial.topology(&settings.topology);
         let node_objects: Vec<Arc<Node>> = initial.nodes.values().cloned().collect();
-        let levels = Levels::of(&topology, &node_objects.iter().map(|n| n.as_ref()).collect::<Vec<_>>());
+        let levels = settings.levels_of(&topology, &node_objects.iter().map(|n| n.as_ref()).collect::<Vec<_>>());
         let file = PolicyConfig::from_yaml(&settings.policy_text, &settings.policy_name)?;
         let mut empty = file.clone();
         empty.queues.clear();
         empty.undeclared_queues = UndeclaredQueues::Reject;
-        let tree = Tree::empty(&settings.topology, levels.names())?;
+        let mut tree = Tree::empty(&settings.topology, levels.names())?;
+        if settings.mode == Mode::Manager {
+            // A gang never spans two worker clusters.
+            tree.set_span_ceiling(1);
+        }
         let k8s = SchedulingLoop::new(Cluster::new(tree), empty.clone())?;
         let mut live = Live {
             settings,
@@ -426,7 +438,7 @@ impl Live {
         if spec == self.topology {
             return Vec::new();
         }
-        let levels = Levels::of(&spec, &[]);
+        let levels = self.settings.levels_of(&spec, &[]);
         let mut notes = Vec::new();
         if levels.upper != self.levels.upper || levels.gpu_resource != self.levels.gpu_resource {
             notes.push(Note {

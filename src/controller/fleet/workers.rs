@@ -1,0 +1,498 @@
+//! The manager's links to its worker clusters: one per WorkerCluster object, made from its
+//! Secret, each with watches of the worker's nodes, pods and copies feeding the one merged
+//! picture, and a probe that tells when the worker is lost and when it is back.
+//!
+//! A worker that comes back (or is first reached) has the copies it should no longer run
+//! removed before anything is written there: its links are not usable for dispatch until then.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::copies::{origin_of, wanted};
+use super::credentials::{Refusal, client_config, kubeconfig_of, refused};
+use super::merge::{FleetMerge, WorkerEvent};
+use crate::api::worker_cluster::ORIGIN_LABEL;
+use crate::api::{ClusterTrainingRuntime, FIELD_MANAGER, TrainJob, TrainingRuntime, WorkerCluster};
+use crate::controller::process::retry::WatchBackoff;
+use crate::controller::watching::caches::without_managed_fields;
+use crate::controller::watching::facts::slim_node;
+use crate::controller::watching::live::Change;
+
+/// How often each worker is probed.
+const PROBE_EVERY: Duration = Duration::from_millis(500);
+/// Probes failed in a row before a worker counts as lost.
+const LOST_AFTER_FAILURES: u32 = 3;
+/// Probes between two looks at a worker's counts for its status.
+const COUNTS_EVERY_PROBES: u64 = 6;
+/// How often WorkerClusters whose credentials failed are tried again.
+const RETRY_REFUSED: Duration = Duration::from_secs(10);
+
+/// One worker the manager reaches.
+struct Link {
+    client: Client,
+    /// What the link was made from (the Secret's version and the key), to notice a change.
+    made_from: String,
+    copies: Store<TrainJob>,
+    /// Reached, and every copy it should not run removed: dispatch may write there.
+    usable: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The manager's workers.
+pub struct Fleet {
+    manager: Client,
+    namespace: String,
+    links: Mutex<BTreeMap<String, Arc<Link>>>,
+    merge: mpsc::UnboundedSender<(String, WorkerEvent)>,
+    trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
+    jobs: OnceLock<Store<TrainJob>>,
+    /// Each worker's nodes as the merge last counted them.
+    node_counts: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl Fleet {
+    /// Lists the WorkerClusters, starts the merged node and pod stream into `live` (its first
+    /// list waits for each of them) and follows them from then on.
+    pub async fn start(
+        manager: Client,
+        namespace: String,
+        live: mpsc::Sender<Change>,
+        trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
+    ) -> anyhow::Result<Arc<Fleet>> {
+        let listed = Api::<WorkerCluster>::all(manager.clone()).list(&ListParams::default()).await?;
+        let names: Vec<String> = listed.items.iter().map(|w| w.name_any()).collect();
+        tracing::info!(workers = ?names, "fleet manager");
+        let (merge_tx, merge_rx) = mpsc::unbounded_channel();
+        let (merge, first) = FleetMerge::new(names);
+        let node_counts = Arc::new(Mutex::new(BTreeMap::new()));
+        tokio::spawn(run_merge(merge, first, merge_rx, live, node_counts.clone()));
+        let fleet = Arc::new(Fleet {
+            manager,
+            namespace,
+            links: Mutex::new(BTreeMap::new()),
+            merge: merge_tx,
+            trigger,
+            jobs: OnceLock::new(),
+            node_counts,
+        });
+        tokio::spawn(follow(fleet.clone()));
+        Ok(fleet)
+    }
+
+    /// The manager's TrainJob cache, which sweeps read; set once it exists.
+    pub fn set_jobs(&self, jobs: Store<TrainJob>) {
+        let _ = self.jobs.set(jobs);
+    }
+
+    fn link(&self, cluster: &str) -> Option<Arc<Link>> {
+        self.links.lock().expect("lock").get(cluster).cloned()
+    }
+
+    /// The copy of `namespace/name` on `cluster`, as last seen there.
+    pub fn copy(&self, cluster: &str, namespace: &str, name: &str) -> Option<Arc<TrainJob>> {
+        self.link(cluster)?.copies.get(&ObjectRef::new(name).within(namespace))
+    }
+
+    /// Whether dispatch may write to `cluster` now.
+    pub fn usable(&self, cluster: &str) -> bool {
+        self.link(cluster).is_some_and(|l| l.usable.load(Ordering::Relaxed))
+    }
+
+    /// The client of a usable worker.
+    pub fn client(&self, cluster: &str) -> Option<Client> {
+        self.link(cluster).filter(|l| l.usable.load(Ordering::Relaxed)).map(|l| l.client.clone())
+    }
+
+    /// The worker clusters linked now, with whether each is usable.
+    pub fn clusters(&self) -> Vec<(String, bool)> {
+        self.links.lock().expect("lock").iter().map(|(n, l)| (n.clone(), l.usable.load(Ordering::Relaxed))).collect()
+    }
+
+    /// The runtime `job` names, as `Kind name`, when `cluster` does not have it (looked up there).
+    pub async fn runtime_missing(&self, cluster: &str, job: &TrainJob) -> Result<Option<String>, kube::Error> {
+        let Some(client) = self.client(cluster) else { return Ok(None) };
+        let reference = &job.spec.0.runtime_ref;
+        let kind = reference.kind.as_deref().unwrap_or("ClusterTrainingRuntime");
+        let found = if kind == "TrainingRuntime" {
+            let ns = job.metadata.namespace.as_deref().unwrap_or_default();
+            Api::<TrainingRuntime>::namespaced(client, ns).get_metadata_opt(&reference.name).await?.is_some()
+        } else {
+            Api::<ClusterTrainingRuntime>::all(client).get_metadata_opt(&reference.name).await?.is_some()
+        };
+        Ok((!found).then(|| format!("{kind} {}", reference.name)))
+    }
+
+    /// Whether the manager wants the copy `copy` on `cluster` (its TrainJob's record places it there).
+    fn wanted(&self, cluster: &str, copy: &TrainJob) -> Option<bool> {
+        let jobs = self.jobs.get()?;
+        let origin = origin_of(copy)?;
+        let key = ObjectRef::new(&copy.name_any()).within(&copy.namespace().unwrap_or_default());
+        Some(wanted(origin, cluster, jobs.get(&key).as_deref()))
+    }
+
+    /// Links (or relinks, when its Secret changed) one worker; a refusal leaves it out.
+    async fn ensure(self: &Arc<Self>, worker: &WorkerCluster) {
+        let cluster = worker.name_any();
+        let secrets: Api<Secret> = Api::namespaced(self.manager.clone(), &self.namespace);
+        let secret = match secrets.get_opt(&worker.spec.kubeconfig_secret.name).await {
+            Ok(s) => s,
+            Err(e) => return tracing::warn!(%cluster, error = %e, "reading the worker's Secret"),
+        };
+        let made_from = format!(
+            "{}/{}",
+            secret.as_ref().and_then(|s| s.metadata.resource_version.clone()).unwrap_or_default(),
+            worker.spec.kubeconfig_secret.key()
+        );
+        if self.link(&cluster).is_some_and(|l| l.made_from == made_from) {
+            return;
+        }
+        match self.connect(&cluster, worker, secret.as_ref()).await {
+            Ok(client) => {
+                let link = self.spawn_link(&cluster, client, made_from);
+                self.links.lock().expect("lock").insert(cluster.clone(), link);
+                tracing::info!(%cluster, "worker cluster linked");
+            }
+            Err(refusal) => {
+                tracing::warn!(%cluster, reason = refusal.reason, message = %refusal.message, "worker cluster left out");
+                self.unlink(&cluster);
+                self.write_status(&cluster, false, refusal.reason, &refusal.message).await;
+            }
+        }
+    }
+
+    async fn connect(&self, cluster: &str, worker: &WorkerCluster, secret: Option<&Secret>) -> Result<Client, Refusal> {
+        let kubeconfig = kubeconfig_of(worker, secret, &self.namespace)?;
+        let config = client_config(cluster, kubeconfig).await?;
+        let client = Client::try_from(config).map_err(|e| Refusal {
+            reason: "InvalidKubeconfig",
+            message: format!("worker cluster {cluster}: spec.kubeconfigSecret: no client can be made from it: {e}"),
+        })?;
+        // Refused credentials leave the worker out; an unreachable server is linked and probed.
+        let (api, one) = (Api::<TrainJob>::all(client.clone()), ListParams::default().limit(1));
+        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), api.list_metadata(&one)).await
+            && let Some(refusal) = refused(cluster, &e)
+        {
+            return Err(refusal);
+        }
+        Ok(client)
+    }
+
+    fn unlink(&self, cluster: &str) {
+        if self.links.lock().expect("lock").remove(cluster).is_some() {
+            tracing::info!(%cluster, "worker cluster unlinked");
+        }
+        let _ = self.merge.send((cluster.to_string(), WorkerEvent::Gone));
+    }
+
+    fn spawn_link(self: &Arc<Self>, cluster: &str, client: Client, made_from: String) -> Arc<Link> {
+        let mut tasks = Vec::new();
+        let name = cluster.to_string();
+        let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).modify(slim_node);
+        tasks.push(spawn_feed(nodes, self.merge.clone(), move |e| (name.clone(), WorkerEvent::Node(e)), cluster));
+        let name = cluster.to_string();
+        let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).modify(without_managed_fields);
+        tasks.push(spawn_feed(pods, self.merge.clone(), move |e| (name.clone(), WorkerEvent::Pod(e)), cluster));
+        let (copies, writer) = kube::runtime::reflector::store();
+        let usable = Arc::new(AtomicBool::new(false));
+        let copies_task = {
+            let (fleet, cluster, usable) = (self.clone(), cluster.to_string(), usable.clone());
+            let config = watcher::Config::default().labels(ORIGIN_LABEL);
+            let stream = kube::runtime::reflector(
+                writer,
+                watcher(Api::<TrainJob>::all(client.clone()), config).modify(without_managed_fields),
+            )
+            .backoff(WatchBackoff::default());
+            tokio::spawn(stream.for_each(move |event| {
+                let (fleet, cluster, usable) = (fleet.clone(), cluster.clone(), usable.clone());
+                async move {
+                    let touched = match event {
+                        Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c) | watcher::Event::Delete(c)) => c,
+                        _ => return,
+                    };
+                    // The manager's TrainJob of that name reads its copy again (status mirrored).
+                    let _ = fleet
+                        .trigger
+                        .send(ObjectRef::new(&touched.name_any()).within(&touched.namespace().unwrap_or_default()));
+                    if usable.load(Ordering::Relaxed) && fleet.wanted(&cluster, &touched) == Some(false) {
+                        fleet.remove_copy(&cluster, &touched).await;
+                    }
+                }
+            }))
+        };
+        tasks.push(copies_task.abort_handle());
+        tasks.push(tokio::spawn(probe(self.clone(), cluster.to_string(), client.clone(), usable.clone())).abort_handle());
+        Arc::new(Link { client, made_from, copies, usable, tasks })
+    }
+
+    /// Deletes a copy the manager does not want, if it is still the one read (uid precondition).
+    async fn remove_copy(&self, cluster: &str, copy: &TrainJob) {
+        let Some(link) = self.link(cluster) else { return };
+        if let Err(e) = remove_copy_with(&link.client, cluster, copy).await {
+            tracing::warn!(%cluster, copy = %copy.key(), error = %e, "removing a stale copy");
+        }
+    }
+
+    /// Removes every copy on `cluster` the manager does not want, from a fresh list.
+    async fn sweep(&self, cluster: &str, client: &Client) -> Result<(), String> {
+        let jobs = self.jobs.get().ok_or("the manager's TrainJobs are not listed yet")?;
+        jobs.wait_until_ready().await.map_err(|e| e.to_string())?;
+        let copies = Api::<TrainJob>::all(client.clone())
+            .list(&ListParams::default().labels(ORIGIN_LABEL))
+            .await
+            .map_err(|e| e.to_string())?;
+        for copy in &copies.items {
+            if self.wanted(cluster, copy) == Some(false) {
+                remove_copy_with(client, cluster, copy).await.map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The worker's nodes and the gangs running there (copies not ended), for its status.
+    fn counts(&self, cluster: &str) -> (usize, usize) {
+        let nodes = self.node_counts.lock().expect("lock").get(cluster).copied().unwrap_or(0);
+        let gangs = self.link(cluster).map_or(0, |l| {
+            let ended = |c: &TrainJob| {
+                c.condition(crate::controller::deciding::conditions::COMPLETE).is_some_and(|x| x.status == "True")
+                    || c.condition(crate::controller::deciding::conditions::FAILED).is_some_and(|x| x.status == "True")
+            };
+            l.copies.state().iter().filter(|c| !ended(c)).count()
+        });
+        (nodes, gangs)
+    }
+
+    /// Writes the worker's counts to its WorkerCluster's status when they changed.
+    async fn write_counts(&self, cluster: &str, last: &mut Option<(usize, usize)>) {
+        let now = self.counts(cluster);
+        if *last == Some(now) {
+            return;
+        }
+        let api: Api<WorkerCluster> = Api::all(self.manager.clone());
+        let patch = json!({"status": {"nodes": now.0, "gangs": now.1}});
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PatchParams::default() };
+        if api.patch_status(cluster, &params, &Patch::Merge(&patch)).await.is_ok() {
+            *last = Some(now);
+        }
+    }
+
+    /// Says on the WorkerCluster whether the manager places gangs there, and why not.
+    async fn write_status(&self, cluster: &str, connected: bool, reason: &str, message: &str) {
+        let api: Api<WorkerCluster> = Api::all(self.manager.clone());
+        let previous = api.get_status(cluster).await.ok();
+        let old = previous
+            .as_ref()
+            .and_then(|w| w.status.as_ref())
+            .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Connected").cloned());
+        let status = if connected { "True" } else { "False" };
+        if old.as_ref().is_some_and(|c| c.status == status && c.reason == reason && c.message == message) {
+            return;
+        }
+        let since = old
+            .filter(|c| c.status == status)
+            .map_or_else(|| Time(k8s_openapi::jiff::Timestamp::now()), |c| c.last_transition_time);
+        let condition = Condition {
+            type_: "Connected".into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: since,
+            observed_generation: previous.and_then(|w| w.metadata.generation),
+        };
+        let patch = json!({"status": {"conditions": [condition]}});
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PatchParams::default() };
+        if let Err(e) = api.patch_status(cluster, &params, &Patch::Merge(&patch)).await {
+            tracing::warn!(%cluster, error = %e, "writing the WorkerCluster's status");
+        }
+    }
+}
+
+/// Deletes a copy if it is still the one read (uid precondition); gone already is done.
+async fn remove_copy_with(client: &Client, cluster: &str, copy: &TrainJob) -> Result<(), kube::Error> {
+    if copy.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    let api: Api<TrainJob> = Api::namespaced(client.clone(), &copy.namespace().unwrap_or_default());
+    let params = DeleteParams {
+        preconditions: Some(Preconditions { uid: copy.uid(), resource_version: None }),
+        ..DeleteParams::background()
+    };
+    match api.delete(&copy.name_any(), &params).await {
+        Ok(_) => {
+            tracing::info!(%cluster, copy = %copy.key(), "stale copy removed");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Forwards one watch of a worker into the merge.
+fn spawn_feed<K, S>(
+    stream: S,
+    merge: mpsc::UnboundedSender<(String, WorkerEvent)>,
+    wrap: impl Fn(watcher::Event<K>) -> (String, WorkerEvent) + Send + 'static,
+    cluster: &str,
+) -> tokio::task::AbortHandle
+where
+    K: Send + 'static,
+    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
+{
+    let cluster = cluster.to_string();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(stream.backoff(WatchBackoff::default()));
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(e) => {
+                    if merge.send(wrap(e)).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => tracing::debug!(%cluster, error = %e, "worker watch failed; retrying"),
+            }
+        }
+    })
+    .abort_handle()
+}
+
+/// The merge task: the first list, then every worker event, into the live picture.
+async fn run_merge(
+    mut merge: FleetMerge,
+    first: Vec<Change>,
+    mut events: mpsc::UnboundedReceiver<(String, WorkerEvent)>,
+    live: mpsc::Sender<Change>,
+    node_counts: Arc<Mutex<BTreeMap<String, usize>>>,
+) {
+    for change in first {
+        if live.send(change).await.is_err() {
+            return;
+        }
+    }
+    while let Some((cluster, event)) = events.recv().await {
+        for change in merge.apply(&cluster, event) {
+            if live.send(change).await.is_err() {
+                return;
+            }
+        }
+        node_counts.lock().expect("lock").insert(cluster.clone(), merge.node_count(&cluster));
+    }
+}
+
+/// Follows the WorkerCluster objects: each linked as it comes or changes, unlinked when deleted;
+/// those left out are tried again every [`RETRY_REFUSED`].
+async fn follow(fleet: Arc<Fleet>) {
+    let api: Api<WorkerCluster> = Api::all(fleet.manager.clone());
+    let mut events = std::pin::pin!(watcher(api, watcher::Config::default()).backoff(WatchBackoff::default()));
+    let mut known: BTreeMap<String, WorkerCluster> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, WorkerCluster>> = None;
+    let mut tick = tokio::time::interval(RETRY_REFUSED);
+    loop {
+        tokio::select! {
+            event = events.next() => match event {
+                None => return,
+                Some(Err(e)) => tracing::debug!(error = %e, "WorkerCluster watch failed; retrying"),
+                Some(Ok(watcher::Event::Init)) => listing = Some(BTreeMap::new()),
+                Some(Ok(watcher::Event::InitApply(w))) => {
+                    if let Some(l) = listing.as_mut() {
+                        l.insert(w.name_any(), w);
+                    }
+                }
+                Some(Ok(watcher::Event::InitDone)) => {
+                    let listed = listing.take().unwrap_or_default();
+                    for gone in known.keys().filter(|k| !listed.contains_key(*k)).cloned().collect::<Vec<_>>() {
+                        fleet.unlink(&gone);
+                    }
+                    known = listed;
+                    for w in known.values() {
+                        fleet.ensure(w).await;
+                    }
+                }
+                Some(Ok(watcher::Event::Apply(w))) => {
+                    fleet.ensure(&w).await;
+                    known.insert(w.name_any(), w);
+                }
+                Some(Ok(watcher::Event::Delete(w))) => {
+                    known.remove(&w.name_any());
+                    fleet.unlink(&w.name_any());
+                }
+            },
+            _ = tick.tick() => {
+                for w in known.values() {
+                    fleet.ensure(w).await;
+                }
+            }
+        }
+    }
+}
+
+/// Probes a worker: lost after [`LOST_AFTER_FAILURES`] failed probes in a row; usable again only
+/// once every copy it should not run is removed, and then each TrainJob placed there is looked at.
+async fn probe(fleet: Arc<Fleet>, cluster: String, client: Client, usable: Arc<AtomicBool>) {
+    let mut failures = 0u32;
+    let mut reached: Option<bool> = None;
+    let mut counts = None;
+    let mut probes = 0u64;
+    loop {
+        probes += 1;
+        // Counts every few seconds: they are for people, not for decisions.
+        if reached == Some(true) && probes.is_multiple_of(COUNTS_EVERY_PROBES) {
+            fleet.write_counts(&cluster, &mut counts).await;
+        }
+        let answer = tokio::time::timeout(Duration::from_secs(2), client.apiserver_version()).await;
+        let ok = matches!(answer, Ok(Ok(_)));
+        if ok {
+            failures = 0;
+            if reached != Some(true) {
+                match fleet.sweep(&cluster, &client).await {
+                    Ok(()) => {
+                        reached = Some(true);
+                        usable.store(true, Ordering::Relaxed);
+                        let _ = fleet.merge.send((cluster.clone(), WorkerEvent::Reachable(true)));
+                        fleet.write_status(&cluster, true, "Connected", "the manager places gangs here").await;
+                        retrigger(&fleet, &cluster);
+                    }
+                    Err(e) => tracing::debug!(%cluster, error = %e, "sweeping the worker's copies; trying again"),
+                }
+            }
+        } else {
+            failures += 1;
+            if failures >= LOST_AFTER_FAILURES && reached != Some(false) {
+                reached = Some(false);
+                usable.store(false, Ordering::Relaxed);
+                let _ = fleet.merge.send((cluster.clone(), WorkerEvent::Reachable(false)));
+                let message = format!("the manager cannot reach worker cluster {cluster}'s API server");
+                fleet.write_status(&cluster, false, "Unreachable", &message).await;
+            }
+        }
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
+}
+
+/// Every manager TrainJob placed on `cluster` looked at again (dispatch held for it goes out).
+fn retrigger(fleet: &Fleet, cluster: &str) {
+    let Some(jobs) = fleet.jobs.get() else { return };
+    for job in jobs.state() {
+        if super::copies::placed_in(&job).as_deref() == Some(cluster) {
+            let _ = fleet.trigger.send(ObjectRef::from_obj(job.as_ref()));
+        }
+    }
+}
