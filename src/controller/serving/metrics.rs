@@ -261,6 +261,34 @@ mod tests {
     }
 
     #[test]
+    fn every_series_the_dashboard_reads_is_exported() {
+        let m = Metrics::default();
+        // Families show up in the text once they have a series.
+        let cluster = ClusterLabel { cluster: "east".into() };
+        m.worker_gpus.get_or_create(&cluster).set(8);
+        m.worker_free_gpus.get_or_create(&cluster).set(8);
+        m.queue_depth.get_or_create(&QueueLabel { queue: "q".into() }).set(0);
+        m.queue_used_gpus.get_or_create(&QueueLabel { queue: "q".into() }).set(0);
+        m.queue_nominal_gpus.get_or_create(&QueueLabel { queue: "q".into() }).set(0);
+        m.pending.get_or_create(&PendingLabel { queue: "q".into(), reason: "r".into() }).set(0);
+        let text = m.render();
+        let exported: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE ").and_then(|t| t.split_whitespace().next()))
+            .collect();
+        let dashboard = include_str!("../../../charts/trainyard/dashboards/trainyard.json");
+        let mut read = std::collections::BTreeSet::new();
+        for (i, _) in dashboard.match_indices("trainyard_") {
+            let name: String =
+                dashboard[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let family = ["_bucket", "_total"].iter().fold(name.as_str(), |n, s| n.strip_suffix(s).unwrap_or(n));
+            read.insert(family.to_string());
+        }
+        let missing: Vec<&String> = read.iter().filter(|n| !exported.contains(n.as_str())).collect();
+        assert!(!read.is_empty() && missing.is_empty(), "the dashboard reads series never exported: {missing:?}");
+    }
+
+    #[test]
     fn the_slurm_link_is_reported() {
         use crate::controller::slurm::cluster_view::SlurmSnapshot;
         let m = Metrics::default();
