@@ -45,6 +45,8 @@ const METRICS = {
   trainyard_queue_nominal_gpus: { kind: "gauge", labels: ["queue"] },
   trainyard_cluster_gpus: { kind: "gauge", labels: [] },
   trainyard_cluster_free_gpus: { kind: "gauge", labels: [] },
+  trainyard_worker_gpus: { kind: "gauge", labels: ["cluster"] },
+  trainyard_worker_free_gpus: { kind: "gauge", labels: ["cluster"] },
   trainyard_hosts_eligible: { kind: "gauge", labels: [] },
   trainyard_hosts_unusable: { kind: "gauge", labels: [] },
   trainyard_foreign_gpus: { kind: "gauge", labels: [] },

@@ -130,7 +130,10 @@ pub fn jobs(list: &[v1::Job], output: Output, namespaces: bool) -> anyhow::Resul
                 row.insert(1, if j.search.is_empty() { "-".into() } else { j.search.clone() });
             }
             if clusters {
-                row.insert(2 + usize::from(searches), if j.cluster.is_empty() { "-".into() } else { j.cluster.clone() });
+                row.insert(
+                    2 + usize::from(searches),
+                    if j.cluster.is_empty() { "-".into() } else { j.cluster.clone() },
+                );
             }
             if namespaces {
                 row.insert(0, j.namespace.clone());

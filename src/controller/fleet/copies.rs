@@ -111,9 +111,7 @@ pub struct CopyView {
 pub fn copy_view(cluster: &str, copy: &TrainJob) -> Option<CopyView> {
     let origin = origin_of(copy)?.to_string();
     let condition = |type_: &str| {
-        copy.condition(type_)
-            .filter(|c| c.status == "True")
-            .map(|c| (c.reason.clone(), c.message.clone()))
+        copy.condition(type_).filter(|c| c.status == "True").map(|c| (c.reason.clone(), c.message.clone()))
     };
     let workload = WorkloadView {
         suspended: copy.spec.0.suspend == Some(true),
@@ -141,6 +139,19 @@ pub fn wanted(origin: &str, cluster: &str, manager: Option<&TrainJob>) -> bool {
             && job.metadata.deletion_timestamp.is_none()
             && placed_in(job).as_deref() == Some(cluster)
     })
+}
+
+/// Whether a copy seen on a worker's watch is surely stale, judged on the manager's TrainJob as
+/// its cache shows it, which may lag the manager's own writes: its TrainJob is gone, replaced or
+/// being deleted, or its record is of a later placement than the copy's. A copy newer than the
+/// record the cache shows, or of a TrainJob queued again, is left to the TrainJob's own reconcile.
+pub fn surely_stale(copy: &TrainJob, cluster: &str, manager: Option<&TrainJob>) -> bool {
+    let Some(job) = manager else { return true };
+    if job.metadata.uid.as_deref() != origin_of(copy) || job.metadata.deletion_timestamp.is_some() {
+        return true;
+    }
+    let (Some(record), Some(copied_at)) = (recorded(job), admitted_at(copy)) else { return false };
+    record.at > copied_at || (record.at == copied_at && placed_in(job).as_deref() != Some(cluster))
 }
 
 #[cfg(test)]
@@ -207,6 +218,22 @@ mod tests {
     }
 
     #[test]
+    fn a_copy_is_surely_stale_only_when_the_cache_cannot_be_behind() {
+        let fleet = record(&[("east/n1", 1)]);
+        let (_, local) = local_record(&fleet).unwrap();
+        let manager = job("u1", Some(&fleet));
+        let copy: TrainJob = serde_json::from_value(copy_body(&manager, "east", &local)).unwrap();
+        assert!(!surely_stale(&copy, "east", Some(&manager)), "the current copy");
+        assert!(surely_stale(&copy, "east", None), "its TrainJob is gone");
+        assert!(surely_stale(&copy, "east", Some(&job("u2", Some(&fleet)))), "a TrainJob of the name made anew");
+        let later = AdmissionRecord { at: 9, ..record(&[("west/n1", 1)]) };
+        assert!(surely_stale(&copy, "east", Some(&job("u1", Some(&later)))), "placed again since");
+        let earlier = AdmissionRecord { at: 1, ..record(&[("west/n1", 1)]) };
+        assert!(!surely_stale(&copy, "east", Some(&job("u1", Some(&earlier)))), "the cache is behind the copy");
+        assert!(!surely_stale(&copy, "east", Some(&job("u1", None))), "queued again: its reconcile withdraws it");
+    }
+
+    #[test]
     fn only_the_copy_the_record_places_is_wanted() {
         let manager = job("u1", Some(&record(&[("east/n1", 1)])));
         assert!(wanted("u1", "east", Some(&manager)));
@@ -215,9 +242,8 @@ mod tests {
         assert!(!wanted("u1", "east", None), "deleted");
         assert!(!wanted("u1", "east", Some(&job("u1", None))), "requeued or suspended");
         let mut deleting = manager.clone();
-        deleting.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert!(!wanted("u1", "east", Some(&deleting)));
     }
 }

@@ -29,21 +29,20 @@ pub fn kubeconfig_of(worker: &WorkerCluster, secret: Option<&Secret>, namespace:
     let reference = &worker.spec.kubeconfig_secret;
     let field = "spec.kubeconfigSecret";
     let Some(secret) = secret else {
-        let message = format!(
-            "worker cluster {cluster}: {field}.name: Secret {namespace}/{} does not exist",
-            reference.name
-        );
+        let message =
+            format!("worker cluster {cluster}: {field}.name: Secret {namespace}/{} does not exist", reference.name);
         return Err(Refusal::new("SecretNotFound", message));
     };
     let key = reference.key();
-    let bytes = secret.data.as_ref().and_then(|d| d.get(key)).map(|b| b.0.clone()).or_else(|| {
-        secret.string_data.as_ref().and_then(|d| d.get(key)).map(|s| s.clone().into_bytes())
-    });
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.clone())
+        .or_else(|| secret.string_data.as_ref().and_then(|d| d.get(key)).map(|s| s.clone().into_bytes()));
     let Some(bytes) = bytes else {
-        let message = format!(
-            "worker cluster {cluster}: {field}.key: Secret {namespace}/{} has no key {key:?}",
-            reference.name
-        );
+        let message =
+            format!("worker cluster {cluster}: {field}.key: Secret {namespace}/{} has no key {key:?}", reference.name);
         return Err(Refusal::new("KeyNotFound", message));
     };
     let invalid = |why: String| {
@@ -57,8 +56,7 @@ pub fn kubeconfig_of(worker: &WorkerCluster, secret: Option<&Secret>, namespace:
     let config = Kubeconfig::from_yaml(&text).map_err(|e| invalid(e.to_string()))?;
     let context_name = config.current_context.clone().or_else(|| config.contexts.first().map(|c| c.name.clone()));
     let Some(context_name) = context_name else { return Err(invalid("it names no context".into())) };
-    let Some(context) = config.contexts.iter().find(|c| c.name == context_name).and_then(|c| c.context.as_ref())
-    else {
+    let Some(context) = config.contexts.iter().find(|c| c.name == context_name).and_then(|c| c.context.as_ref()) else {
         return Err(invalid(format!("its current context {context_name:?} is not defined")));
     };
     let server = config
@@ -120,9 +118,7 @@ mod tests {
     }
 
     fn secret(key: &str, text: &str) -> Secret {
-        let mut s = Secret::default();
-        s.data = Some([(key.to_string(), ByteString(text.as_bytes().to_vec()))].into());
-        s
+        Secret { data: Some([(key.to_string(), ByteString(text.as_bytes().to_vec()))].into()), ..Secret::default() }
     }
 
     const GOOD: &str = "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {cluster: k, user: u}\nclusters:\n- name: k\n  cluster: {server: 'https://127.0.0.1:6443'}\nusers:\n- name: u\n  user: {token: t}\n";
@@ -139,7 +135,11 @@ mod tests {
     fn every_bad_secret_names_the_cluster_and_the_field() {
         let missing = kubeconfig_of(&worker(None), None, "trainyard").unwrap_err();
         assert_eq!(missing.reason, "SecretNotFound");
-        assert!(missing.message.contains("worker cluster east: spec.kubeconfigSecret.name: Secret trainyard/east-kubeconfig"));
+        assert!(
+            missing
+                .message
+                .contains("worker cluster east: spec.kubeconfigSecret.name: Secret trainyard/east-kubeconfig")
+        );
         let key = kubeconfig_of(&worker(Some("cfg")), Some(&secret("kubeconfig", GOOD)), "trainyard").unwrap_err();
         assert_eq!(key.reason, "KeyNotFound");
         assert!(key.message.contains("spec.kubeconfigSecret.key"), "{}", key.message);

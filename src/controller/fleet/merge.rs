@@ -26,9 +26,9 @@ pub const UNREACHABLE_REASON: &str = "WorkerClusterUnreachable";
 #[derive(Clone, Debug)]
 pub enum WorkerEvent {
     /// A Node event of the worker.
-    Node(Event<Node>),
+    Node(Box<Event<Node>>),
     /// A Pod event of the worker.
-    Pod(Event<Pod>),
+    Pod(Box<Event<Pod>>),
     /// The manager reaches the worker again (true) or lost it (false).
     Reachable(bool),
     /// The worker left the fleet (its WorkerCluster deleted or its credentials no longer valid).
@@ -116,8 +116,8 @@ impl FleetMerge {
                     self.awaited.remove(cluster);
                 }
             }
-            WorkerEvent::Node(e) => self.node_event(cluster, e, initial, &mut out),
-            WorkerEvent::Pod(e) => self.pod_event(cluster, e, initial, &mut out),
+            WorkerEvent::Node(e) => self.node_event(cluster, *e, initial, &mut out),
+            WorkerEvent::Pod(e) => self.pod_event(cluster, *e, initial, &mut out),
         }
         self.maybe_start(&mut out);
         out
@@ -296,16 +296,16 @@ mod tests {
     }
 
     fn list(m: &mut FleetMerge, cluster: &str, nodes: Vec<Node>, pods: Vec<Pod>) -> Vec<String> {
-        let mut out = m.apply(cluster, WorkerEvent::Node(Event::Init));
+        let mut out = m.apply(cluster, WorkerEvent::Node(Box::new(Event::Init)));
         for n in nodes {
-            out.extend(m.apply(cluster, WorkerEvent::Node(Event::InitApply(n))));
+            out.extend(m.apply(cluster, WorkerEvent::Node(Box::new(Event::InitApply(n)))));
         }
-        out.extend(m.apply(cluster, WorkerEvent::Node(Event::InitDone)));
-        out.extend(m.apply(cluster, WorkerEvent::Pod(Event::Init)));
+        out.extend(m.apply(cluster, WorkerEvent::Node(Box::new(Event::InitDone))));
+        out.extend(m.apply(cluster, WorkerEvent::Pod(Box::new(Event::Init))));
         for p in pods {
-            out.extend(m.apply(cluster, WorkerEvent::Pod(Event::InitApply(p))));
+            out.extend(m.apply(cluster, WorkerEvent::Pod(Box::new(Event::InitApply(p)))));
         }
-        out.extend(m.apply(cluster, WorkerEvent::Pod(Event::InitDone)));
+        out.extend(m.apply(cluster, WorkerEvent::Pod(Box::new(Event::InitDone))));
         names(&out)
     }
 
@@ -334,7 +334,7 @@ mod tests {
         assert_eq!(names(&m.apply("east", WorkerEvent::Reachable(false))), ["node=east/n1:Unknown"]);
         assert!(names(&m.apply("east", WorkerEvent::Reachable(false))).is_empty(), "said once");
         // Events of an unreachable worker's nodes keep them shown not Ready.
-        let out = names(&m.apply("east", WorkerEvent::Node(Event::Apply(node("n1", "r2")))));
+        let out = names(&m.apply("east", WorkerEvent::Node(Box::new(Event::Apply(node("n1", "r2"))))));
         assert_eq!(out, ["node=east/n1:Unknown"]);
         assert_eq!(names(&m.apply("east", WorkerEvent::Reachable(true))), ["node=east/n1:True"]);
     }

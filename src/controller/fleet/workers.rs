@@ -20,11 +20,13 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::copies::{origin_of, wanted};
+use super::copies::{CopyView, copy_view, origin_of, surely_stale, wanted};
 use super::credentials::{Refusal, client_config, kubeconfig_of, refused};
 use super::merge::{FleetMerge, WorkerEvent};
 use crate::api::worker_cluster::ORIGIN_LABEL;
 use crate::api::{ClusterTrainingRuntime, FIELD_MANAGER, TrainJob, TrainingRuntime, WorkerCluster};
+use crate::controller::deciding::plan::{FleetInputs, acting_on};
+use crate::controller::deciding::scheduling_loop::Decision;
 use crate::controller::process::retry::WatchBackoff;
 use crate::controller::watching::caches::without_managed_fields;
 use crate::controller::watching::facts::slim_node;
@@ -68,6 +70,8 @@ pub struct Fleet {
     jobs: OnceLock<Store<TrainJob>>,
     /// Each worker's nodes as the merge last counted them.
     node_counts: Arc<Mutex<BTreeMap<String, usize>>>,
+    /// Workers left out, with what they were refused on (their Secret's version and key).
+    refused: Mutex<BTreeMap<String, String>>,
 }
 
 impl Fleet {
@@ -94,6 +98,7 @@ impl Fleet {
             trigger,
             jobs: OnceLock::new(),
             node_counts,
+            refused: Mutex::new(BTreeMap::new()),
         });
         tokio::spawn(follow(fleet.clone()));
         Ok(fleet)
@@ -142,12 +147,36 @@ impl Fleet {
         Ok((!found).then(|| format!("{kind} {}", reference.name)))
     }
 
+    /// The manager's TrainJob a copy copies, as the cache shows it (`None`: not listed yet).
+    fn manager_job(&self, copy: &TrainJob) -> Option<Option<Arc<TrainJob>>> {
+        let jobs = self.jobs.get()?;
+        Some(jobs.get(&ObjectRef::new(&copy.name_any()).within(&copy.namespace().unwrap_or_default())))
+    }
+
+    /// What a reconcile of `job` reads of the worker it acts on (see [`acting_on`]): the copy
+    /// there, whether the worker can be written, and (before the copy is written) whether it has
+    /// the TrainJob's runtime. `None` for a TrainJob neither placed nor being placed.
+    pub async fn reconcile_inputs(
+        &self,
+        job: &TrainJob,
+        decision: Option<&Decision>,
+    ) -> Result<Option<(Option<CopyView>, FleetInputs<'static>)>, kube::Error> {
+        let Some(cluster) = acting_on(job, decision) else { return Ok(None) };
+        let (ns, name) = (job.namespace().unwrap_or_default(), job.name_any());
+        let copy = self.copy(&cluster, &ns, &name).and_then(|c| copy_view(&cluster, &c));
+        let reachable = self.usable(&cluster);
+        let mine = copy.as_ref().is_some_and(|c| Some(&c.origin) == job.metadata.uid.as_ref());
+        let runtime_missing = match reachable && !mine && job.metadata.deletion_timestamp.is_none() {
+            true => self.runtime_missing(&cluster, job).await?,
+            false => None,
+        };
+        Ok(Some((copy, FleetInputs { cluster, copy: None, reachable, runtime_missing })))
+    }
+
     /// Whether the manager wants the copy `copy` on `cluster` (its TrainJob's record places it there).
     fn wanted(&self, cluster: &str, copy: &TrainJob) -> Option<bool> {
-        let jobs = self.jobs.get()?;
         let origin = origin_of(copy)?;
-        let key = ObjectRef::new(&copy.name_any()).within(&copy.namespace().unwrap_or_default());
-        Some(wanted(origin, cluster, jobs.get(&key).as_deref()))
+        Some(wanted(origin, cluster, self.manager_job(copy)?.as_deref()))
     }
 
     /// Links (or relinks, when its Secret changed) one worker; a refusal leaves it out.
@@ -159,15 +188,19 @@ impl Fleet {
             Err(e) => return tracing::warn!(%cluster, error = %e, "reading the worker's Secret"),
         };
         let made_from = format!(
-            "{}/{}",
+            "{}@{}/{}",
+            worker.spec.kubeconfig_secret.name,
             secret.as_ref().and_then(|s| s.metadata.resource_version.clone()).unwrap_or_default(),
             worker.spec.kubeconfig_secret.key()
         );
-        if self.link(&cluster).is_some_and(|l| l.made_from == made_from) {
+        if self.link(&cluster).is_some_and(|l| l.made_from == made_from)
+            || self.refused.lock().expect("lock").get(&cluster) == Some(&made_from)
+        {
             return;
         }
         match self.connect(&cluster, worker, secret.as_ref()).await {
             Ok(client) => {
+                self.refused.lock().expect("lock").remove(&cluster);
                 let link = self.spawn_link(&cluster, client, made_from);
                 self.links.lock().expect("lock").insert(cluster.clone(), link);
                 tracing::info!(%cluster, "worker cluster linked");
@@ -176,6 +209,11 @@ impl Fleet {
                 tracing::warn!(%cluster, reason = refusal.reason, message = %refusal.message, "worker cluster left out");
                 self.unlink(&cluster);
                 self.write_status(&cluster, false, refusal.reason, &refusal.message).await;
+                // Tried again when the Secret or the WorkerCluster changes, or every
+                // RETRY_REFUSED when credentials were refused (the server may accept them later).
+                if refusal.reason != "CredentialsRefused" {
+                    self.refused.lock().expect("lock").insert(cluster.clone(), made_from);
+                }
             }
         }
     }
@@ -208,10 +246,20 @@ impl Fleet {
         let mut tasks = Vec::new();
         let name = cluster.to_string();
         let nodes = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).modify(slim_node);
-        tasks.push(spawn_feed(nodes, self.merge.clone(), move |e| (name.clone(), WorkerEvent::Node(e)), cluster));
+        tasks.push(spawn_feed(
+            nodes,
+            self.merge.clone(),
+            move |e| (name.clone(), WorkerEvent::Node(Box::new(e))),
+            cluster,
+        ));
         let name = cluster.to_string();
         let pods = watcher(Api::<Pod>::all(client.clone()), watcher::Config::default()).modify(without_managed_fields);
-        tasks.push(spawn_feed(pods, self.merge.clone(), move |e| (name.clone(), WorkerEvent::Pod(e)), cluster));
+        tasks.push(spawn_feed(
+            pods,
+            self.merge.clone(),
+            move |e| (name.clone(), WorkerEvent::Pod(Box::new(e))),
+            cluster,
+        ));
         let (copies, writer) = kube::runtime::reflector::store();
         let usable = Arc::new(AtomicBool::new(false));
         let copies_task = {
@@ -233,14 +281,20 @@ impl Fleet {
                     let _ = fleet
                         .trigger
                         .send(ObjectRef::new(&touched.name_any()).within(&touched.namespace().unwrap_or_default()));
-                    if usable.load(Ordering::Relaxed) && fleet.wanted(&cluster, &touched) == Some(false) {
+                    // The cache of the manager's TrainJobs may not show a record just written yet:
+                    // only a copy surely stale goes here (a worker coming back is swept whole).
+                    let stale =
+                        fleet.manager_job(&touched).is_some_and(|m| surely_stale(&touched, &cluster, m.as_deref()));
+                    if usable.load(Ordering::Relaxed) && stale {
                         fleet.remove_copy(&cluster, &touched).await;
                     }
                 }
             }))
         };
         tasks.push(copies_task.abort_handle());
-        tasks.push(tokio::spawn(probe(self.clone(), cluster.to_string(), client.clone(), usable.clone())).abort_handle());
+        tasks.push(
+            tokio::spawn(probe(self.clone(), cluster.to_string(), client.clone(), usable.clone())).abort_handle(),
+        );
         Arc::new(Link { client, made_from, copies, usable, tasks })
     }
 
@@ -432,6 +486,7 @@ async fn follow(fleet: Arc<Fleet>) {
                 }
                 Some(Ok(watcher::Event::Delete(w))) => {
                     known.remove(&w.name_any());
+                    fleet.refused.lock().expect("lock").remove(&w.name_any());
                     fleet.unlink(&w.name_any());
                 }
             },

@@ -32,11 +32,10 @@ use crate::controller::acting::gang_api::GangApi;
 use crate::controller::acting::status_writer::StatusWriter;
 use crate::controller::deciding::intent::IntentContext;
 use crate::controller::deciding::plan::{
-    Action, FleetInputs, Inputs, Mode, SecretSeen, WorkloadView, acting_on, judge_ssh_secret, plan,
+    Action, FleetInputs, Inputs, Mode, SecretSeen, WorkloadView, judge_ssh_secret, plan,
 };
-use crate::controller::fleet::copies::{CopyView, copy_view};
-use crate::controller::fleet::workers::Fleet;
 use crate::controller::deciding::scheduling_loop::Decision;
+use crate::controller::fleet::workers::Fleet;
 use crate::controller::serving::http::{self, Health};
 use crate::controller::serving::lease::LeaseLock;
 use crate::controller::serving::metrics::Metrics;
@@ -516,7 +515,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     let decision =
         ctx.decisions.lock().expect("lock").get(&job.key()).filter(|(u, _)| *u == uid).map(|(_, d)| d.clone());
     let copy = match &ctx.fleet {
-        Some(fleet) => worker_copy(fleet, &job, decision.as_ref()).await?,
+        Some(fleet) => fleet.reconcile_inputs(&job, decision.as_ref()).await.map_err(ActError::Kube)?,
         None => None,
     };
     let workload = match (&ctx.fleet, &copy) {
@@ -608,27 +607,6 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     }
     let on_slurm = intent.as_ref().is_ok_and(|i| i.slurm.is_some());
     Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now, on_slurm))))
-}
-
-/// Manager mode: the copy on the worker cluster the reconcile acts on (see [`acting_on`]),
-/// whether that worker can be written, and (before the copy is written) whether it has the
-/// TrainJob's runtime. `None` for a TrainJob neither placed nor being placed.
-async fn worker_copy(
-    fleet: &Fleet,
-    job: &TrainJob,
-    decision: Option<&Decision>,
-) -> Result<Option<(Option<CopyView>, FleetInputs<'static>)>, ReconcileError> {
-    let Some(cluster) = acting_on(job, decision) else { return Ok(None) };
-    let (ns, name) = (job.metadata.namespace.clone().unwrap_or_default(), job.metadata.name.clone().unwrap_or_default());
-    let copy = fleet.copy(&cluster, &ns, &name).and_then(|c| copy_view(&cluster, &c));
-    let reachable = fleet.usable(&cluster);
-    let mine = copy.as_ref().is_some_and(|c| Some(&c.origin) == job.metadata.uid.as_ref());
-    let runtime_missing = if reachable && !mine && job.metadata.deletion_timestamp.is_none() {
-        fleet.runtime_missing(&cluster, job).await.map_err(|e| ReconcileError::from(ActError::Kube(e)))?
-    } else {
-        None
-    };
-    Ok(Some((copy, FleetInputs { cluster, copy: None, reachable, runtime_missing })))
 }
 
 /// The Secret an MPI gang (its SSH key) or a Flux gang (its CURVE certificate) mounts, when it

@@ -152,7 +152,7 @@ pub fn job_view(entry: &JobEntry, decision: Option<&Decision>) -> v1::Job {
             .map(|d| d.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join("/"))
             .unwrap_or_default();
         job.nodes = record.nodes.iter().map(|(n, _)| n.clone()).collect();
-        job.cluster = crate::controller::fleet::copies::local_record(&record).map(|(c, _)| c).unwrap_or_default();
+        job.cluster = crate::controller::fleet::copies::local_record(record).map(|(c, _)| c).unwrap_or_default();
     }
     job
 }

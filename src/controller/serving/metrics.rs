@@ -272,15 +272,12 @@ mod tests {
         m.queue_nominal_gpus.get_or_create(&QueueLabel { queue: "q".into() }).set(0);
         m.pending.get_or_create(&PendingLabel { queue: "q".into(), reason: "r".into() }).set(0);
         let text = m.render();
-        let exported: std::collections::BTreeSet<&str> = text
-            .lines()
-            .filter_map(|l| l.strip_prefix("# TYPE ").and_then(|t| t.split_whitespace().next()))
-            .collect();
+        let exported: std::collections::BTreeSet<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("# TYPE ").and_then(|t| t.split_whitespace().next())).collect();
         let dashboard = include_str!("../../../charts/trainyard/dashboards/trainyard.json");
         let mut read = std::collections::BTreeSet::new();
         for (i, _) in dashboard.match_indices("trainyard_") {
-            let name: String =
-                dashboard[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            let name: String = dashboard[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
             let family = ["_bucket", "_total"].iter().fold(name.as_str(), |n, s| n.strip_suffix(s).unwrap_or(n));
             read.insert(family.to_string());
         }

@@ -37,9 +37,15 @@ const GPUS: u64 = 8;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Submit { job: u8, pods: u32 },
+    Submit {
+        job: u8,
+        pods: u32,
+    },
     /// One TrainJob's reconcile, cut short after `cut` of its steps (all of them when larger).
-    Reconcile { job: u8, cut: u8 },
+    Reconcile {
+        job: u8,
+        cut: u8,
+    },
     /// A cycle and a reconcile of every TrainJob in full.
     Settle,
     Lose(u8),
@@ -182,7 +188,12 @@ impl Fleet {
             devices: DeviceCommit::Delegate,
             start_timeout: None,
             ssh_secret: None,
-            fleet: cluster.map(|cluster| FleetInputs { cluster, copy: copy.as_ref(), reachable, runtime_missing: None }),
+            fleet: cluster.map(|cluster| FleetInputs {
+                cluster,
+                copy: copy.as_ref(),
+                reachable,
+                runtime_missing: None,
+            }),
         });
         for action in actions.iter().take(cut) {
             self.act(name, action);
@@ -390,9 +401,13 @@ fn start(
         initial.take(change);
     }
     for (name, w) in workers {
-        let mut events = vec![WorkerEvent::Node(Event::Init)];
-        events.extend(w.nodes.iter().map(|n| WorkerEvent::Node(Event::InitApply(n.clone()))));
-        events.extend([WorkerEvent::Node(Event::InitDone), WorkerEvent::Pod(Event::Init), WorkerEvent::Pod(Event::InitDone)]);
+        let mut events = vec![WorkerEvent::Node(Box::new(Event::Init))];
+        events.extend(w.nodes.iter().map(|n| WorkerEvent::Node(Box::new(Event::InitApply(n.clone())))));
+        events.extend([
+            WorkerEvent::Node(Box::new(Event::InitDone)),
+            WorkerEvent::Pod(Box::new(Event::Init)),
+            WorkerEvent::Pod(Box::new(Event::InitDone)),
+        ]);
         for event in events {
             for change in merge.apply(name, event) {
                 initial.take(change);
@@ -400,7 +415,9 @@ fn start(
         }
     }
     let jobs: Vec<TrainJob> = jobs.values().cloned().collect();
-    for change in listed(Change::Job, &jobs).into_iter().chain(listed(Change::Queue, &[])).chain(listed(Change::Topology, &[])) {
+    for change in
+        listed(Change::Job, &jobs).into_iter().chain(listed(Change::Queue, &[])).chain(listed(Change::Topology, &[]))
+    {
         initial.take(change);
     }
     initial.take(Change::Runtimes(runtimes));
@@ -423,7 +440,9 @@ fn run(sizes: &[u8], ops: &[Op]) {
             Op::Finish(job) => {
                 let name = format!("j{job}");
                 let Some(cluster) = f.jobs.get(&name).and_then(placed_in) else { continue };
-                if let Some(copy) = f.workers.get_mut(&cluster).filter(|w| w.usable).and_then(|w| w.copies.get_mut(&name)) {
+                if let Some(copy) =
+                    f.workers.get_mut(&cluster).filter(|w| w.usable).and_then(|w| w.copies.get_mut(&name))
+                {
                     let done = Condition {
                         type_: "Complete".into(),
                         status: "True".into(),

@@ -129,7 +129,10 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
             check_invariants(&w, workers, &[lost.as_str()]).await?;
             let tj = w.trainjob_now(name).await?;
             let slots = record_slots(&tj).unwrap_or_default();
-            if is_true(&tj, "Admitted") && slots.iter().all(|s| s.starts_with(&format!("{other}/"))) && !slots.is_empty() {
+            if is_true(&tj, "Admitted")
+                && slots.iter().all(|s| s.starts_with(&format!("{other}/")))
+                && !slots.is_empty()
+            {
                 return Ok(Some(()));
             }
             Err(anyhow!("record {slots:?}; {}", conditions_line(&tj)))
