@@ -398,3 +398,26 @@ pub fn event_header(output: Output) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(name: &str, cluster: &str) -> v1::Job {
+        v1::Job { namespace: "team".into(), name: name.into(), cluster: cluster.into(), ..Default::default() }
+    }
+
+    #[test]
+    fn a_fleets_jobs_name_their_cluster_and_others_keep_their_columns() {
+        let fleet = jobs(&[job("a", "east"), job("b", "")], Output::Table, false).unwrap();
+        let mut lines = fleet.lines();
+        let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+        assert_eq!(header[..3], ["NAME", "QUEUE", "CLUSTER"], "{fleet}");
+        assert!(lines.next().unwrap().contains(" east "), "{fleet}");
+        assert!(lines.next().unwrap().contains(" - "), "a job not placed yet: {fleet}");
+        let single = jobs(&[job("a", "")], Output::Table, false).unwrap();
+        assert!(!single.contains("CLUSTER"), "{single}");
+        let json = jobs(&[job("a", "east")], Output::Json, false).unwrap();
+        assert!(json.contains("\"cluster\": \"east\""), "{json}");
+    }
+}

@@ -85,6 +85,17 @@ pub struct World {
     pub ssh_secret: Option<trainyard::controller::deciding::plan::SecretSeen>,
     /// The binders served and the cluster's default.
     pub binders: trainyard::controller::acting::binders::BinderSupport,
+    /// Manager mode: what the reconcile sees of the worker it acts on.
+    pub fleet: Option<FleetSeen>,
+}
+
+/// Manager mode's view of a worker, owned (see `FleetInputs`).
+#[derive(Clone, Debug, Default)]
+pub struct FleetSeen {
+    pub cluster: String,
+    pub copy: Option<trainyard::controller::fleet::copies::CopyView>,
+    pub reachable: bool,
+    pub runtime_missing: Option<String>,
 }
 
 impl World {
@@ -105,6 +116,7 @@ impl World {
             start_timeout: None,
             ssh_secret: None,
             binders: trainyard::controller::acting::binders::BinderSupport::ANY,
+            fleet: None,
         }
     }
 
@@ -148,7 +160,12 @@ impl World {
             devices: self.devices,
             start_timeout: self.start_timeout,
             ssh_secret: self.ssh_secret.clone(),
-            fleet: None,
+            fleet: self.fleet.as_ref().map(|f| trainyard::controller::deciding::plan::FleetInputs {
+                cluster: f.cluster.clone(),
+                copy: f.copy.as_ref(),
+                reachable: f.reachable,
+                runtime_missing: f.runtime_missing.clone(),
+            }),
         })
     }
 }

@@ -15,6 +15,7 @@ mod live_tpu;
 mod mock;
 mod mock_live;
 mod plan;
+mod plan_fleet;
 mod render;
 mod replay;
 mod scheduler;

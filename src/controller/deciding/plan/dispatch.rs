@@ -80,11 +80,12 @@ impl<'a> Planner<'a, '_> {
         None
     }
 
-    /// Deletes the copy on the worker the record places the gang in.
+    /// Deletes the copy on the worker the record places the gang in; a worker out of reach has
+    /// it removed when it comes back (its sweep finds the copy no longer wanted).
     pub(super) fn withdraw(&mut self) {
         let placed = super::recorded(self.inp.job).and_then(|r| local_record(&r)).map(|(c, _)| c);
         if let Some(cluster) = placed
-            && self.fleet_on(&cluster).and_then(|f| f.copy).is_some_and(|c| !c.deleting)
+            && self.fleet_on(&cluster).is_some_and(|f| f.reachable && f.copy.is_some_and(|c| !c.deleting))
         {
             self.actions.push(Action::Withdraw { cluster });
         }
