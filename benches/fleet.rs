@@ -157,3 +157,31 @@ pub fn ms(d: Duration) -> String {
 pub fn us(d: Duration) -> String {
     format!("{:.1} us", d.as_secs_f64() * 1e6)
 }
+
+/// The live-picture benchmarks' policy for a cluster of `nodes` 8-GPU nodes: research's quota is
+/// what 80% of the nodes hold, vision's the whole cluster, prod's 100,000 GPUs; priority classes low
+/// (the default) and high.
+pub fn bench_policy(nodes: usize) -> String {
+    let research = (nodes * 8 * 8 / 10) as u64;
+    format!(
+        "name: bench\nbackfill: easy\nqueues:\n  - {{name: research, nominal: {{gpus: {research}}}}}\n  - {{name: vision, nominal: {{gpus: {}}}}}\n  - {{name: prod, nominal: {{gpus: 100000}}}}\nundeclared_queues: reject\npriority_classes: [{{name: low, value: 0}}, {{name: high, value: 100}}]\ndefault_priority_class: low\n",
+        nodes * 8
+    )
+}
+
+/// A TrainJob of `nodes` nodes of 8 GPUs in `queue`.
+pub fn sized_job(template: &TrainJob, name: &str, queue: &str, nodes: i32, created: i64) -> TrainJob {
+    let mut job = template.clone();
+    job.spec.0.suspend = None;
+    let meta = &mut job.metadata;
+    meta.name = Some(name.into());
+    meta.namespace = Some("bench".into());
+    meta.uid = Some(format!("uid-{name}"));
+    meta.resource_version = Some("1".into());
+    meta.creation_timestamp = Some(Time(Timestamp::from_second(created).expect("time in range")));
+    meta.labels.get_or_insert_with(BTreeMap::new).insert(QUEUE_LABEL.into(), queue.into());
+    let trainer = job.spec.0.trainer.as_mut().expect("fixture has spec.trainer");
+    trainer.num_nodes = Some(nodes);
+    trainer.resources_per_node = Some(serde_json::json!({"requests": {GPU: "8"}, "limits": {GPU: "8"}}));
+    job
+}

@@ -74,6 +74,7 @@ fn inputs<'a>(
         devices: Default::default(),
         start_timeout: None,
         ssh_secret: None,
+        fleet: None,
     }
 }
 
