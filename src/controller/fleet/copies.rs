@@ -129,6 +129,12 @@ pub fn copy_view(cluster: &str, copy: &TrainJob) -> Option<CopyView> {
     })
 }
 
+/// The copy's end and per-job counts, when it is `job`'s own (a copy of an earlier TrainJob of
+/// the name is not).
+pub fn own_workload(copy: Option<&CopyView>, job: &TrainJob) -> Option<WorkloadView> {
+    copy.filter(|c| Some(&c.origin) == job.metadata.uid.as_ref()).map(|c| c.workload.clone())
+}
+
 /// Whether a copy of `origin` found on `cluster` is still wanted: the manager's TrainJob of that
 /// name exists with that uid, is not being deleted, and its record places it on that cluster.
 /// Every other copy (its TrainJob deleted or replaced, requeued, suspended, moved to another

@@ -35,6 +35,7 @@ use crate::controller::deciding::plan::{
     Action, FleetInputs, Inputs, Mode, SecretSeen, WorkloadView, judge_ssh_secret, plan,
 };
 use crate::controller::deciding::scheduling_loop::Decision;
+use crate::controller::fleet::copies::own_workload;
 use crate::controller::fleet::workers::Fleet;
 use crate::controller::serving::http::{self, Health};
 use crate::controller::serving::lease::LeaseLock;
@@ -520,11 +521,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     };
     let workload = match (&ctx.fleet, &copy) {
         // A manager's workload is its copy on the worker.
-        (Some(_), copy) => copy
-            .as_ref()
-            .and_then(|(c, _)| c.as_ref())
-            .filter(|c| Some(&c.origin) == job.metadata.uid.as_ref())
-            .map(|c| c.workload.clone()),
+        (Some(_), copy) => copy.as_ref().and_then(|(c, _)| own_workload(c.as_ref(), &job)),
         (None, _) => store
             .and_then(|s| s.get(&ObjectRef::new_with(&name, ar).within(&ns)))
             .map(|o| workload_view(kind, &serde_json::to_value(o.as_ref()).unwrap_or_default())),
@@ -592,7 +589,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
     }
     let launched = actions.iter().any(|a| {
         matches!(a, Action::Apply(v) if matches!(v["kind"].as_str(), Some("JobSet" | "LeaderWorkerSet")))
-            || matches!(a, Action::PatchTrainJob { suspend: false, .. })
+            || matches!(a, Action::PatchTrainJob { suspend: false, .. } | Action::Dispatch { .. })
     });
     if launched && let Some(seen) = ctx.first_seen.lock().expect("lock").remove(&uid) {
         ctx.metrics.launch_latency.observe(seen.elapsed().as_secs_f64());
@@ -606,7 +603,14 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         ctx.arrivals.lock().expect("lock").remove(&uid);
     }
     let on_slurm = intent.as_ref().is_ok_and(|i| i.slurm.is_some());
-    Ok(Requeue::requeue(Duration::from_secs(next_look(&job, &pods, &now, on_slurm))))
+    // A manager binds no pods: its copies' events bring each look; a gang placed with no copy yet
+    // (its worker away or lacking the runtime, neither of which is watched) is looked at sooner.
+    let next = match &copy {
+        Some((None, _)) => 15,
+        _ if ctx.fleet.is_some() => 300,
+        _ => next_look(&job, &pods, &now, on_slurm),
+    };
+    Ok(Requeue::requeue(Duration::from_secs(next)))
 }
 
 /// The Secret an MPI gang (its SSH key) or a Flux gang (its CURVE certificate) mounts, when it
@@ -692,9 +696,4 @@ fn error_policy(job: Arc<TrainJob>, error: &ReconcileError, ctx: Arc<Ctx>) -> Re
     let delay = crate::controller::process::retry::after(*n, error.transient());
     tracing::warn!(job = %job.key(), error = %error, retry_in_s = delay.as_secs(), "reconcile failed");
     Requeue::requeue(delay)
-}
-
-/// Exponential backoff: 1 s, 2 s, 4 s ... capped at 5 minutes.
-pub fn backoff(failures: u32) -> Duration {
-    crate::controller::process::retry::after(failures, false)
 }
