@@ -14,6 +14,9 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use trainyard::api::topology::Level;
 use trainyard::api::{QUEUE_LABEL, REQUIRED_TOPOLOGY, TopologySpec, TrainJob};
+use trainyard::controller::deciding::intent::{GangIntent, Problem};
+use trainyard::controller::deciding::plan::{FleetInputs, Inputs, Mode};
+use trainyard::controller::deciding::scheduling_loop::Decision;
 use trainyard_topology::rng::SplitMix64;
 
 pub const TRAINJOB: &str = include_str!("../bridges/tests/fixtures/torch_multinode.trainjob.yaml");
@@ -184,4 +187,36 @@ pub fn sized_job(template: &TrainJob, name: &str, queue: &str, nodes: i32, creat
     trainer.num_nodes = Some(nodes);
     trainer.resources_per_node = Some(serde_json::json!({"requests": {GPU: "8"}, "limits": {GPU: "8"}}));
     job
+}
+
+/// The planner's inputs of a reconcile before anything is launched (right after `decision`, if
+/// any): no workload, pods or Secret seen yet.
+pub fn first_look<'a>(
+    job: &'a TrainJob,
+    runtime: Option<&'a trainyard_bridges::trainer::TrainingRuntime>,
+    intent: &'a Result<GangIntent, Problem>,
+    decision: Option<&'a Decision>,
+    mode: Mode,
+    now: &'a Time,
+    fleet: Option<FleetInputs<'a>>,
+) -> Inputs<'a> {
+    Inputs {
+        job,
+        runtime,
+        intent,
+        decision,
+        workload: None,
+        hostfile_exists: false,
+        pods: &[],
+        mode,
+        gang_api: None,
+        default_binder: None,
+        now,
+        slurm: None,
+        arrival: None,
+        devices: Default::default(),
+        start_timeout: None,
+        ssh_secret: None,
+        fleet,
+    }
 }

@@ -30,7 +30,7 @@ use trainyard::api::worker_cluster::FLEET_MANAGED_BY;
 use trainyard::api::{ADMISSION_ANNOTATION, ClusterTrainingRuntime, PRIORITY_CLASS_LABEL, Topology, TrainJob};
 use trainyard::controller::acting::admission_record::AdmissionRecord;
 use trainyard::controller::deciding::intent::IntentContext;
-use trainyard::controller::deciding::plan::{Action, FleetInputs, Inputs, Mode, acting_on, plan};
+use trainyard::controller::deciding::plan::{Action, FleetInputs, Mode, acting_on, plan};
 use trainyard::controller::deciding::scheduling_loop::Decision;
 use trainyard::controller::fleet::merge::{FleetMerge, WorkerEvent, fleet_name};
 use trainyard::controller::watching::live::{Change, Initial, Live, LiveSettings};
@@ -289,25 +289,7 @@ fn admission(
     } else {
         None
     };
-    let inputs = Inputs {
-        job: &j,
-        runtime: rt,
-        intent: &intent,
-        decision: Some(decision),
-        workload: None,
-        hostfile_exists: false,
-        pods: &[],
-        mode: side.at.mode(),
-        gang_api: None,
-        default_binder: None,
-        now: &stamp,
-        slurm: None,
-        arrival: None,
-        devices: Default::default(),
-        start_timeout: None,
-        ssh_secret: None,
-        fleet,
-    };
+    let inputs = first_look(&j, rt, &intent, Some(decision), side.at.mode(), &stamp, fleet);
     let actions = plan(&inputs);
     let written = actions.iter().find_map(|a| match a {
         Action::Dispatch { cluster, .. } if side.at.manager => Some(cluster.clone()),

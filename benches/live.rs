@@ -27,7 +27,7 @@ use kube::runtime::watcher::Event;
 use trainyard::api::{ADMISSION_ANNOTATION, ClusterTrainingRuntime, PRIORITY_CLASS_LABEL, Topology, TrainJob};
 use trainyard::controller::acting::admission_record::AdmissionRecord;
 use trainyard::controller::deciding::intent::IntentContext;
-use trainyard::controller::deciding::plan::{Action, Inputs, Mode, plan};
+use trainyard::controller::deciding::plan::{Action, Mode, plan};
 use trainyard::controller::deciding::scheduling_loop::{Decision, JobState, SchedulingLoop};
 use trainyard::controller::watching::live::{Change, Initial, Live, LiveSettings};
 use trainyard::controller::watching::scheduler_inputs::{Runtimes, cluster_from_nodes, intent_of, job_entry};
@@ -149,25 +149,7 @@ fn main() -> Result<(), String> {
             return Err(format!("sample {s}: {:?}", changed.get(&j.key())));
         };
         let (intent, rt) = intent_of(&j, &runtimes, &ctx);
-        let actions = plan(&Inputs {
-            job: &j,
-            runtime: rt,
-            intent: &intent,
-            decision: Some(decision),
-            workload: None,
-            hostfile_exists: false,
-            pods: &[],
-            mode: Mode::Standalone,
-            gang_api: None,
-            default_binder: None,
-            now: &stamp,
-            slurm: None,
-            arrival: None,
-            devices: Default::default(),
-            start_timeout: None,
-            ssh_secret: None,
-            fleet: None,
-        });
+        let actions = plan(&first_look(&j, rt, &intent, Some(decision), Mode::Standalone, &stamp, None));
         if !actions.iter().any(|a| matches!(a, Action::Apply(v) if v["kind"] == "JobSet")) {
             return Err(format!("sample {s}: no JobSet in {actions:?}"));
         }

@@ -56,26 +56,7 @@ fn inputs<'a>(
     decision: Option<&'a Decision>,
     now: &'a Time,
 ) -> Inputs<'a> {
-    let mode = Mode::Standalone;
-    Inputs {
-        job,
-        runtime: Some(runtime),
-        intent,
-        decision,
-        workload: None,
-        hostfile_exists: false,
-        pods: &[],
-        mode,
-        gang_api: None,
-        default_binder: None,
-        now,
-        slurm: None,
-        arrival: None,
-        devices: Default::default(),
-        start_timeout: None,
-        ssh_secret: None,
-        fleet: None,
-    }
+    first_look(job, Some(runtime), intent, decision, Mode::Standalone, now, None)
 }
 
 /// A TrainJob of a Slurm queue, admitted: its plan up to the Slurm job's batch script, as the
