@@ -69,9 +69,8 @@ pub struct FleetMerge {
 impl FleetMerge {
     /// A merge whose first list waits for these workers (each listed, unreachable or gone).
     pub fn new(awaited: impl IntoIterator<Item = String>) -> (FleetMerge, Vec<Change>) {
-        let merge = FleetMerge { awaited: awaited.into_iter().collect(), ..FleetMerge::default() };
+        let mut merge = FleetMerge { awaited: awaited.into_iter().collect(), ..FleetMerge::default() };
         let mut out = vec![Change::Node(Box::new(Event::Init)), Change::Pod(Box::new(Event::Init))];
-        let mut merge = merge;
         merge.maybe_start(&mut out);
         (merge, out)
     }

@@ -128,11 +128,6 @@ impl Fleet {
         self.link(cluster).filter(|l| l.usable.load(Ordering::Relaxed)).map(|l| l.client.clone())
     }
 
-    /// The worker clusters linked now, with whether each is usable.
-    pub fn clusters(&self) -> Vec<(String, bool)> {
-        self.links.lock().expect("lock").iter().map(|(n, l)| (n.clone(), l.usable.load(Ordering::Relaxed))).collect()
-    }
-
     /// The runtime `job` names, as `Kind name`, when `cluster` does not have it (looked up there).
     pub async fn runtime_missing(&self, cluster: &str, job: &TrainJob) -> Result<Option<String>, kube::Error> {
         let Some(client) = self.client(cluster) else { return Ok(None) };
@@ -325,13 +320,10 @@ impl Fleet {
     /// The worker's nodes and the gangs running there (copies not ended), for its status.
     fn counts(&self, cluster: &str) -> (usize, usize) {
         let nodes = self.node_counts.lock().expect("lock").get(cluster).copied().unwrap_or(0);
-        let gangs = self.link(cluster).map_or(0, |l| {
-            let ended = |c: &TrainJob| {
-                c.condition(crate::controller::deciding::conditions::COMPLETE).is_some_and(|x| x.status == "True")
-                    || c.condition(crate::controller::deciding::conditions::FAILED).is_some_and(|x| x.status == "True")
-            };
-            l.copies.state().iter().filter(|c| !ended(c)).count()
-        });
+        use crate::controller::deciding::conditions::{COMPLETE, FAILED};
+        let gangs = self
+            .link(cluster)
+            .map_or(0, |l| l.copies.state().iter().filter(|c| !c.has_true(COMPLETE) && !c.has_true(FAILED)).count());
         (nodes, gangs)
     }
 
