@@ -186,7 +186,7 @@ fn build(manager: bool, size: &Size, template: &TrainJob, runtimes: &Arc<Runtime
     let mut initial = Initial::default();
     let mut fleet_merge = None;
     if manager {
-        let (mut merge, mut changes) = FleetMerge::new(CLUSTERS.map(String::from));
+        let (mut merge, mut changes) = FleetMerge::new(CLUSTERS.map(String::from), false);
         for (cluster, nodes) in CLUSTERS.iter().zip(workers) {
             let mut feed = |e| changes.extend(merge.apply(cluster, e));
             feed(WorkerEvent::Node(Box::new(Event::Init)));

@@ -16,7 +16,7 @@ use crate::Options;
 use crate::kube_util::{name_of, wait_for};
 use crate::standins::nodes::FakeNode;
 use crate::suite::{Checks, Suite, secs};
-use crate::world::{RACK, World};
+use crate::world::{ADMISSION, RACK, World};
 
 const ROOTS: u32 = 4;
 
@@ -118,6 +118,30 @@ async fn device_roots(w: &World<'_>) -> Result<BTreeMap<String, String>> {
     Ok(roots)
 }
 
+/// One result of a claim's allocation, as `driver/pool/device`.
+pub(crate) fn allocated_device(result: &Value) -> String {
+    let field = |name: &str| result[name].as_str().unwrap_or_default().to_string();
+    format!("{}/{}/{}", field("driver"), field("pool"), field("device"))
+}
+
+/// The devices a TrainJob's admission record gives its pods, as `driver/pool/device`, sorted.
+pub(crate) fn recorded_devices(tj: &Value) -> Vec<String> {
+    let text = tj.pointer(&format!("/metadata/annotations/{}", ADMISSION.replace('/', "~1"))).and_then(Value::as_str);
+    let record: Value = text.and_then(|t| serde_json::from_str(t).ok()).unwrap_or_default();
+    let mut devices: Vec<String> = record["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|slot| slot["claims"].as_array().cloned().unwrap_or_default())
+        .flat_map(|claim| claim[1].as_array().cloned().unwrap_or_default())
+        .map(|r| {
+            format!("{}/{}/{}", r[1].as_str().unwrap_or(""), r[2].as_str().unwrap_or(""), r[3].as_str().unwrap_or(""))
+        })
+        .collect();
+    devices.sort();
+    devices
+}
+
 /// Checks every bound pod's claim: allocated on the pod's node, reserved for it, its GPUs and NIC
 /// on one PCIe root; returns the devices by pod.
 async fn check_claims(w: &World<'_>, job: &str, c: &mut Checks) -> Result<BTreeMap<String, Vec<String>>> {
@@ -138,17 +162,7 @@ async fn check_claims(w: &World<'_>, job: &str, c: &mut Checks) -> Result<BTreeM
             .context("claim gone")?;
         let results =
             claim.pointer("/status/allocation/devices/results").and_then(Value::as_array).cloned().unwrap_or_default();
-        let devices: Vec<String> = results
-            .iter()
-            .map(|r| {
-                format!(
-                    "{}/{}/{}",
-                    r["driver"].as_str().unwrap_or(""),
-                    r["pool"].as_str().unwrap_or(""),
-                    r["device"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
+        let devices: Vec<String> = results.iter().map(allocated_device).collect();
         c.that(devices.len() == 3, format!("claim {claim_name} of {pname} holds 2 GPUs and a NIC: {devices:?}"))?;
         let on: std::collections::BTreeSet<&str> = results.iter().filter_map(|r| r["pool"].as_str()).collect();
         c.that(
@@ -179,26 +193,8 @@ async fn scenario(suite: &mut Suite, tag: &str, mode: &str) -> Result<Checks> {
     if mode == "allocate" {
         // The devices the pods got are those of the admission record.
         let tj = w.trainjob_now("first").await?;
-        let record: Value = serde_json::from_str(
-            tj.pointer("/metadata/annotations/trainyard.io~1admission").and_then(Value::as_str).unwrap_or("{}"),
-        )?;
-        let mut recorded: Vec<String> = record["devices"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-            .iter()
-            .flat_map(|slot| slot["claims"][0][1].as_array().cloned().unwrap_or_default())
-            .map(|r| {
-                format!(
-                    "{}/{}/{}",
-                    r[1].as_str().unwrap_or(""),
-                    r[2].as_str().unwrap_or(""),
-                    r[3].as_str().unwrap_or("")
-                )
-            })
-            .collect();
+        let recorded = recorded_devices(&tj);
         let mut got: Vec<String> = first.values().flatten().cloned().collect();
-        recorded.sort();
         got.sort();
         c.that(
             !recorded.is_empty() && recorded == got,

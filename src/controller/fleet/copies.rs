@@ -9,13 +9,15 @@ use serde_json::{Value, json};
 
 use crate::api::worker_cluster::{ADMITTED_AT_ANNOTATION, CLUSTER_ANNOTATION, CLUSTER_LEVEL_LABEL, ORIGIN_LABEL};
 use crate::api::{ADMISSION_ANNOTATION, ARRIVAL_ANNOTATION, TrainJob};
-use crate::controller::acting::admission_record::AdmissionRecord;
+use crate::controller::acting::admission_record::{AdmissionRecord, SlotDevices};
 use crate::controller::deciding::conditions::{COMPLETE, FAILED};
 use crate::controller::deciding::plan::{WorkloadView, recorded};
+use crate::controller::fleet::devices::local_pool;
 use crate::controller::fleet::merge::{fleet_name, split_fleet_name};
 
-/// The worker a fleet record places the gang in, and the record in the worker's own node names;
-/// `None` for a record whose nodes are not all of one worker (never written by a manager).
+/// The worker a fleet record places the gang in, and the record in the worker's own node and
+/// device pool names; `None` for a record whose nodes and pools are not all of one worker (never
+/// written by a manager).
 pub fn local_record(record: &AdmissionRecord) -> Option<(String, AdmissionRecord)> {
     let mut cluster: Option<&str> = None;
     let mut nodes = Vec::with_capacity(record.nodes.len());
@@ -32,7 +34,31 @@ pub fn local_record(record: &AdmissionRecord) -> Option<(String, AdmissionRecord
         .domain
         .as_ref()
         .map(|d| d.iter().filter(|(key, _)| key != CLUSTER_LEVEL_LABEL).cloned().collect::<Vec<_>>());
-    Some((cluster, AdmissionRecord { nodes, domain, ..record.clone() }))
+    let devices = renamed_pools(&record.devices, |pool| local_pool(&cluster, pool).map(str::to_string))?;
+    Some((cluster, AdmissionRecord { nodes, domain, devices, ..record.clone() }))
+}
+
+/// Devices of a record with each pool renamed by `rename`; `None` if a pool has no new name.
+fn renamed_pools(devices: &[SlotDevices], rename: impl Fn(&str) -> Option<String>) -> Option<Vec<SlotDevices>> {
+    devices
+        .iter()
+        .map(|slot| {
+            let claims = slot
+                .claims
+                .iter()
+                .map(|(template, results)| {
+                    let results = results
+                        .iter()
+                        .map(|[request, driver, pool, device]| {
+                            Some([request.clone(), driver.clone(), rename(pool)?, device.clone()])
+                        })
+                        .collect::<Option<Vec<_>>>()?;
+                    Some((template.clone(), results))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(SlotDevices { slot: slot.slot, claims })
+        })
+        .collect()
 }
 
 /// A worker's record in the fleet's names (what the manager records when the worker moved pods).
@@ -43,7 +69,8 @@ pub fn fleet_record(cluster: &str, local: &AdmissionRecord) -> AdmissionRecord {
         with.extend(d.iter().cloned());
         with
     });
-    AdmissionRecord { nodes, domain, ..local.clone() }
+    let devices = renamed_pools(&local.devices, |pool| Some(fleet_name(cluster, pool))).unwrap_or_default();
+    AdmissionRecord { nodes, domain, devices, ..local.clone() }
 }
 
 /// The worker cluster a manager TrainJob's record places it in.
@@ -201,6 +228,26 @@ mod tests {
         assert_eq!(fleet_record("east", &local), fleet);
         assert_eq!(local_record(&record(&[("east/n1", 1), ("west/n1", 1)])), None, "never two workers");
         assert_eq!(local_record(&record(&[("n1", 1)])), None, "a standalone record is no fleet record");
+    }
+
+    #[test]
+    fn recorded_devices_go_to_the_worker_in_its_pool_names_and_back() {
+        let result =
+            |pool: &str, device: &str| ["gpus".to_string(), "gpu.example.com".into(), pool.into(), device.into()];
+        let mut fleet = record(&[("east/n1", 2)]);
+        fleet.devices = vec![
+            SlotDevices {
+                slot: 0,
+                claims: vec![("ns/pair".into(), vec![result("east/n1", "gpu-0"), result("east/n1", "gpu-1")])],
+            },
+            SlotDevices { slot: 1, claims: vec![("ns/pair".into(), vec![result("east/fabric/a", "nic-0")])] },
+        ];
+        let (_, local) = local_record(&fleet).unwrap();
+        assert_eq!(local.devices[0].claims[0].1, vec![result("n1", "gpu-0"), result("n1", "gpu-1")]);
+        assert_eq!(local.devices[1].claims[0].1, vec![result("fabric/a", "nic-0")]);
+        assert_eq!(fleet_record("east", &local), fleet);
+        fleet.devices[1].claims[0].1[0] = result("west/n1", "nic-0");
+        assert_eq!(local_record(&fleet), None, "a device of another worker is no record of one worker");
     }
 
     #[test]

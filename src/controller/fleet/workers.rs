@@ -1,6 +1,7 @@
 //! The manager's links to its worker clusters: one per WorkerCluster object, made from its
 //! Secret, each with watches of the worker's nodes, pods and copies feeding the one merged
-//! picture, and a probe that tells when the worker is lost and when it is back.
+//! picture, its warnings about copies mirrored ([`super::events`]), and a probe that tells when
+//! the worker is lost and when it is back.
 //!
 //! A worker that comes back (or is first reached) has the copies it should no longer run
 //! removed before anything is written there: its links are not usable for dispatch until then.
@@ -14,6 +15,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::runtime::events::{Event, Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -22,6 +24,7 @@ use tokio::sync::mpsc;
 
 use super::copies::{CopyView, copy_view, origin_of, surely_stale, wanted};
 use super::credentials::{Refusal, client_config, kubeconfig_of, refused};
+use super::feeds::{feed_devices, spawn_feed};
 use super::merge::{FleetMerge, WorkerEvent};
 use crate::api::worker_cluster::ORIGIN_LABEL;
 use crate::api::{ClusterTrainingRuntime, FIELD_MANAGER, TrainJob, TrainingRuntime, WorkerCluster};
@@ -72,25 +75,34 @@ pub struct Fleet {
     node_counts: Arc<Mutex<BTreeMap<String, usize>>>,
     /// Workers left out, with what they were refused on (their Secret's version and key).
     refused: Mutex<BTreeMap<String, String>>,
+    /// The workers' ResourceSlices and ResourceClaims are followed too.
+    devices: bool,
+    /// Publishes the workers' warnings about copies on the manager's TrainJobs.
+    recorder: Recorder,
 }
 
 impl Fleet {
-    /// Lists the WorkerClusters, starts the merged node and pod stream into `live` (its first
-    /// list waits for each of them) and follows them from then on.
+    /// Lists the WorkerClusters, starts the merged node and pod stream (with `devices`, slices
+    /// and claims too) into `live` (its first list waits for each of them) and follows them from
+    /// then on.
     pub async fn start(
         manager: Client,
         namespace: String,
         live: mpsc::Sender<Change>,
         trigger: mpsc::UnboundedSender<ObjectRef<TrainJob>>,
+        devices: bool,
+        identity: String,
     ) -> anyhow::Result<Arc<Fleet>> {
         let listed = Api::<WorkerCluster>::all(manager.clone()).list(&ListParams::default()).await?;
         let names: Vec<String> = listed.items.iter().map(|w| w.name_any()).collect();
         tracing::info!(workers = ?names, "fleet manager");
         let (merge_tx, merge_rx) = mpsc::unbounded_channel();
-        let (merge, first) = FleetMerge::new(names);
+        let (merge, first) = FleetMerge::new(names, devices);
         let node_counts = Arc::new(Mutex::new(BTreeMap::new()));
         tokio::spawn(run_merge(merge, first, merge_rx, live, node_counts.clone()));
+        let reporter = Reporter { controller: FIELD_MANAGER.to_string(), instance: Some(identity) };
         let fleet = Arc::new(Fleet {
+            recorder: Recorder::new(manager.clone(), reporter),
             manager,
             namespace,
             links: Mutex::new(BTreeMap::new()),
@@ -99,6 +111,7 @@ impl Fleet {
             jobs: OnceLock::new(),
             node_counts,
             refused: Mutex::new(BTreeMap::new()),
+            devices,
         });
         tokio::spawn(follow(fleet.clone()));
         Ok(fleet)
@@ -143,7 +156,7 @@ impl Fleet {
     }
 
     /// The manager's TrainJob a copy copies, as the cache shows it (`None`: not listed yet).
-    fn manager_job(&self, copy: &TrainJob) -> Option<Option<Arc<TrainJob>>> {
+    pub(super) fn manager_job(&self, copy: &TrainJob) -> Option<Option<Arc<TrainJob>>> {
         let jobs = self.jobs.get()?;
         Some(jobs.get(&ObjectRef::new(&copy.name_any()).within(&copy.namespace().unwrap_or_default())))
     }
@@ -166,6 +179,13 @@ impl Fleet {
             false => None,
         };
         Ok(Some((copy, FleetInputs { cluster, copy: None, reachable, runtime_missing })))
+    }
+
+    /// Publishes a worker's event on the manager's object `reference` (best effort).
+    pub(super) async fn publish(&self, reference: &k8s_openapi::api::core::v1::ObjectReference, event: &Event) {
+        if let Err(e) = self.recorder.publish(event, reference).await {
+            tracing::warn!(object = ?reference.name, error = %e, "a worker's event not mirrored");
+        }
     }
 
     /// Whether the manager wants the copy `copy` on `cluster` (its TrainJob's record places it there).
@@ -255,6 +275,13 @@ impl Fleet {
             move |e| (name.clone(), WorkerEvent::Pod(Box::new(e))),
             cluster,
         ));
+        if self.devices {
+            tasks.push(
+                tokio::spawn(feed_devices(client.clone(), self.merge.clone(), cluster.to_string())).abort_handle(),
+            );
+        }
+        let events = super::events::follow(self.clone(), cluster.to_string(), client.clone());
+        tasks.push(tokio::spawn(events).abort_handle());
         let (copies, writer) = kube::runtime::reflector::store();
         let usable = Arc::new(AtomicBool::new(false));
         let copies_task = {
@@ -390,34 +417,6 @@ async fn remove_copy_with(client: &Client, cluster: &str, copy: &TrainJob) -> Re
         Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-/// Forwards one watch of a worker into the merge.
-fn spawn_feed<K, S>(
-    stream: S,
-    merge: mpsc::UnboundedSender<(String, WorkerEvent)>,
-    wrap: impl Fn(watcher::Event<K>) -> (String, WorkerEvent) + Send + 'static,
-    cluster: &str,
-) -> tokio::task::AbortHandle
-where
-    K: Send + 'static,
-    S: futures::Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
-{
-    let cluster = cluster.to_string();
-    tokio::spawn(async move {
-        let mut events = std::pin::pin!(stream.backoff(WatchBackoff::default()));
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(e) => {
-                    if merge.send(wrap(e)).is_err() {
-                        return;
-                    }
-                }
-                Err(e) => tracing::debug!(%cluster, error = %e, "worker watch failed; retrying"),
-            }
-        }
-    })
-    .abort_handle()
 }
 
 /// The merge task: the first list, then every worker event, into the live picture.

@@ -278,16 +278,17 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     let manager = settings.mode == Mode::Manager;
     // A manager's nodes and pods are its workers', merged under a cluster level.
     crate::controller::watching::watches::spawn(&client, &tx, !manager);
+    let dra = dra_served(&client).await;
+    // A manager's classes and templates are its own; its slices and claims are its workers'.
+    if dra {
+        crate::controller::watching::watches::spawn_devices(&client, &tx, !manager);
+    }
     let fleet = if manager {
-        let fleet = Fleet::start(client.clone(), settings.namespace.clone(), tx.clone(), trigger_tx.clone()).await?;
-        Some(fleet)
+        let (ns, identity) = (settings.namespace.clone(), settings.identity.clone());
+        Some(Fleet::start(client.clone(), ns, tx.clone(), trigger_tx.clone(), dra, identity).await?)
     } else {
         None
     };
-    let dra = !manager && dra_served(&client).await;
-    if dra {
-        crate::controller::watching::watches::spawn_devices(&client, &tx);
-    }
     tracing::info!(served = dra, "resource.k8s.io/v1 (DRA)");
 
     let gang_api = discover_gang_api(&client).await;

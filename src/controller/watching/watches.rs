@@ -35,15 +35,18 @@ pub fn spawn(client: &Client, tx: &mpsc::Sender<Change>, nodes_and_pods: bool) {
 }
 
 /// Starts the DRA watches (DeviceClasses, ResourceSlices, ResourceClaimTemplates,
-/// ResourceClaims), for servers that serve `resource.k8s.io/v1`.
-pub fn spawn_devices(client: &Client, tx: &mpsc::Sender<Change>) {
+/// ResourceClaims), for servers that serve `resource.k8s.io/v1`; without `slices_and_claims`
+/// (a manager, whose slices and claims are its workers'), classes and templates only.
+pub fn spawn_devices(client: &Client, tx: &mpsc::Sender<Change>, slices_and_claims: bool) {
     use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
     forward(Api::<DeviceClass>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Class(e))));
-    forward(Api::<ResourceSlice>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Slice(e))));
     forward(Api::<ResourceClaimTemplate>::all(client.clone()), tx.clone(), |e| {
         Change::Dra(Box::new(DraChange::Template(e)))
     });
-    forward(Api::<ResourceClaim>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Claim(e))));
+    if slices_and_claims {
+        forward(Api::<ResourceSlice>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Slice(e))));
+        forward(Api::<ResourceClaim>::all(client.clone()), tx.clone(), |e| Change::Dra(Box::new(DraChange::Claim(e))));
+    }
 }
 
 /// Forwards a kind's events without the objects' managed fields, which are never read and were a

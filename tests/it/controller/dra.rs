@@ -26,15 +26,15 @@ fn documents(text: &str) -> Vec<Value> {
 
 /// What the DRA watches list for nodes `names`: their slices, the classes, and the templates in
 /// namespace `team`.
-struct Dra {
-    classes: Vec<DeviceClass>,
-    slices: Vec<ResourceSlice>,
-    templates: Vec<ResourceClaimTemplate>,
-    claims: Vec<ResourceClaim>,
+pub(super) struct Dra {
+    pub(super) classes: Vec<DeviceClass>,
+    pub(super) slices: Vec<ResourceSlice>,
+    pub(super) templates: Vec<ResourceClaimTemplate>,
+    pub(super) claims: Vec<ResourceClaim>,
 }
 
 impl Dra {
-    fn of(names: &[&str]) -> Dra {
+    pub(super) fn of(names: &[&str]) -> Dra {
         let nodes: Vec<SynthNode> = names.iter().map(|n| SynthNode::hgx_h100(*n)).collect();
         let mut dra = Dra { classes: Vec::new(), slices: Vec::new(), templates: Vec::new(), claims: Vec::new() };
         let text = format!(
@@ -64,7 +64,7 @@ impl Dra {
     }
 }
 
-fn listed_dra<K: Clone>(items: &[K], wrap: impl Fn(Event<K>) -> Change) -> Vec<Change> {
+pub(super) fn listed_dra<K: Clone>(items: &[K], wrap: impl Fn(Event<K>) -> Change) -> Vec<Change> {
     let mut out = vec![wrap(Event::Init)];
     out.extend(items.iter().map(|i| wrap(Event::InitApply(i.clone()))));
     out.push(wrap(Event::InitDone));
@@ -72,7 +72,7 @@ fn listed_dra<K: Clone>(items: &[K], wrap: impl Fn(Event<K>) -> Change) -> Vec<C
 }
 
 /// A TrainJob of `nodes` pods, each with one claim of `template` and no GPU request.
-fn claim_job(name: &str, nodes: u32, template: &str, created: u64) -> TrainJob {
+pub(super) fn claim_job(name: &str, nodes: u32, template: &str, created: u64) -> TrainJob {
     let yaml = format!(
         "apiVersion: trainer.kubeflow.org/v1alpha1
 kind: TrainJob
@@ -94,7 +94,7 @@ spec:
 }
 
 /// A claim allocated with GPUs `gpus` of `node`, owned by pod `owner`.
-fn allocated_claim(uid: &str, owner: &str, node: &str, gpus: &[u32]) -> ResourceClaim {
+pub(super) fn allocated_claim(uid: &str, owner: &str, node: &str, gpus: &[u32]) -> ResourceClaim {
     let results: Vec<Value> = gpus
         .iter()
         .map(|i| json!({"request": "gpu", "driver": "gpu.nvidia.com", "pool": node, "device": format!("gpu-{i}")}))
@@ -146,7 +146,7 @@ fn start_with(
 }
 
 /// DRA-only nodes: no GPU extended resource.
-fn dra_nodes(names: &[&str]) -> Vec<k8s_openapi::api::core::v1::Node> {
+pub(super) fn dra_nodes(names: &[&str]) -> Vec<k8s_openapi::api::core::v1::Node> {
     names.iter().map(|n| node(n, 0)).collect()
 }
 
@@ -161,7 +161,7 @@ fn admitted(live: &Live, name: &str) -> AdmissionRecord {
     }
 }
 
-fn gpus_of(record: &AdmissionRecord) -> BTreeMap<u32, Vec<String>> {
+pub(super) fn gpus_of(record: &AdmissionRecord) -> BTreeMap<u32, Vec<String>> {
     record
         .devices
         .iter()

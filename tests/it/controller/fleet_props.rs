@@ -94,9 +94,14 @@ struct Fleet {
 }
 
 fn settings() -> LiveSettings {
+    manager_settings(POLICY)
+}
+
+/// A manager's live settings under `policy`.
+pub(super) fn manager_settings(policy: &str) -> LiveSettings {
     LiveSettings {
         mode: Mode::Manager,
-        policy_text: POLICY.into(),
+        policy_text: policy.into(),
         policy_name: "policy.yaml".into(),
         topology: "default".into(),
         slurm_configured: false,
@@ -395,7 +400,7 @@ fn start(
     runtimes: Arc<Runtimes>,
     now: u64,
 ) -> (Live, FleetMerge) {
-    let (mut merge, first) = FleetMerge::new(workers.keys().cloned());
+    let (mut merge, first) = FleetMerge::new(workers.keys().cloned(), false);
     let mut initial = Initial::default();
     for change in first {
         initial.take(change);

@@ -4,18 +4,23 @@
 //! trainyard; the manager mirrors their status back. A worker's API server killed past the
 //! grace loses its gangs to the other worker; back, its stale copies are removed. Throughout:
 //! never over the fleet quota, never two live copies of a gang on the workers the manager
-//! reaches. Bad worker Secrets are named on their WorkerCluster.
+//! reaches. Bad worker Secrets are named on their WorkerCluster. Last, a gang with device claims
+//! goes to the one worker that publishes devices, with the devices the manager chose.
 
+mod devices;
 mod worker;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 use serde_json::{Value, json};
 
 use crate::Options;
+use crate::helm::Helm;
 use crate::kube_util::{Kube, condition, is_true, name_of, wait_for};
+use crate::scenarios::api::token_for;
 use crate::suite::{Checks, Suite, secs};
 use crate::trainyard::{Launch, Replica};
 use crate::world::{RACK, World, conditions_line, record_slots};
@@ -25,6 +30,8 @@ use worker::Worker;
 const NS: &str = "e2e-fleet";
 /// GPUs per host.
 const GPUS: u32 = 8;
+/// The Helm release whose RBAC the manager runs with.
+const RELEASE: &str = "trainyard-fleet";
 /// The fleet queue's quota: six of the eight hosts.
 const QUOTA_GPUS: u32 = 48;
 
@@ -56,9 +63,12 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
     worker_cluster(&mut w, "broken", "broken-kubeconfig").await?;
     worker_cluster(&mut w, "ghost", "ghost-kubeconfig").await?;
     let policy = w.policy("undeclared_queues: reject\nnode_loss: {action: requeue, grace: 5s}\n")?;
+    // The manager runs with the chart's manager-mode RBAC, not as the suite's admin.
+    let (helm, kubeconfig) = chart_rbac(&w).await?;
+    c.figure("the manager runs as the ServiceAccount of the chart installed with mode: manager");
     let launch = Launch {
         name: "trainyard-fleet-manager".into(),
-        kubeconfig: w.suite.plane.admin_kubeconfig.clone(),
+        kubeconfig,
         args: vec![
             "--mode=manager".into(),
             "--topology=fleet".into(),
@@ -105,6 +115,11 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
         format!("gang b waits while the fleet quota is used: {}", conditions_line(&waiting)),
     )?;
     check_invariants(&w, workers, &[]).await?;
+
+    // A warning about the copy on the worker is told on the manager's TrainJob, naming the worker.
+    let lag = warning_lag(&w, &workers[&big], "big").await?;
+    c.that(lag < Duration::from_secs(1), format!("a worker's warning about big mirrored in {}", secs(lag)))?;
+    c.figure(format!("a Warning event on the copy mirrored to the manager's TrainJob in {} ms", lag.as_millis()));
 
     // Status mirrored: big's pods end on its worker, its copy completes there, the manager's
     // TrainJob says so within a second; the quota it frees admits b.
@@ -183,7 +198,29 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
         format!("the missing runtime and its worker are named: {message}"),
     )?;
     check_invariants(&w, workers, &[]).await?;
+
+    devices::run(&w, workers, &queue, c).await?;
+    check_invariants(&w, workers, &[]).await?;
+    helm.uninstall(RELEASE, NS).await?;
     w.teardown().await
+}
+
+/// The chart installed on the manager's plane with `mode: manager` (its Deployment scaled to
+/// none: the harness runs the manager), and a kubeconfig of the chart's ServiceAccount.
+async fn chart_rbac(w: &World<'_>) -> Result<(Helm, PathBuf)> {
+    let suite = &w.suite;
+    let helm = Helm::new(
+        suite.python.as_deref(),
+        &suite.repo,
+        &suite.plane.admin_kubeconfig,
+        &suite.run_dir.join("helm-fleet"),
+    )?;
+    let values = json!({"mode": "manager", "replicas": 0});
+    helm.install(&suite.repo.join("charts/trainyard"), RELEASE, NS, &values).await?;
+    // The chart names its ServiceAccount after the release (which contains the chart's name).
+    let token = token_for(&suite.kube, NS, RELEASE).await?;
+    let kubeconfig = suite.plane.kubeconfig_for("fleet-manager-sa", "fleet-manager-sa", &token)?;
+    Ok((helm, kubeconfig))
 }
 
 /// A TrainJob of `nodes` 8-GPU pods for the fleet (`spec.managedBy` marks it the manager's).
@@ -299,6 +336,38 @@ async fn mirror_lag(w: &World<'_>, worker: &Worker, name: &str) -> Result<Durati
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Writes a Warning event about gang `name`'s copy on `worker` (as a component there would) and
+/// waits until the manager's TrainJob has it, naming the worker; how long that took.
+async fn warning_lag(w: &World<'_>, worker: &Worker, name: &str) -> Result<Duration> {
+    let copy = worker.copy(NS, name).await?.ok_or_else(|| anyhow!("no copy of {name} on {}", worker.name))?;
+    let uid = copy.pointer("/metadata/uid").cloned().unwrap_or_default();
+    let now = k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let t = Instant::now();
+    worker
+        .kube
+        .create(&json!({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}-e2e-warning"), "namespace": NS},
+            "involvedObject": {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                               "name": name, "namespace": NS, "uid": uid},
+            "type": "Warning", "reason": "E2EWarning", "message": "a warning raised on the worker",
+            "source": {"component": "e2e"}, "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+        }))
+        .await?;
+    let manager_uid = w.trainjob_now(name).await?.pointer("/metadata/uid").cloned().unwrap_or_default();
+    let want = format!("worker cluster {}: a warning raised on the worker", worker.name);
+    wait_for(&format!("{name}'s warning on the manager"), Duration::from_secs(30), || async {
+        let events = w.kube().list("v1", "Event", Some(NS), None).await?;
+        let found = events.iter().any(|e| {
+            e.pointer("/involvedObject/uid") == Some(&manager_uid)
+                && e["reason"] == "E2EWarning"
+                && e["message"].as_str() == Some(want.as_str())
+        });
+        if found { Ok(Some(t.elapsed())) } else { Err(anyhow!("not on the manager's TrainJob yet")) }
+    })
+    .await
 }
 
 /// Copies of `name` on every worker that answers.

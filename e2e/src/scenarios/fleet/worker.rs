@@ -29,6 +29,8 @@ pub struct Worker {
     pub kube: Kube,
     /// Its trainyard.
     pub replica: Replica,
+    /// Its nodes' stand-in kubelet (Leases renewed).
+    pub nodes: Nodes,
 }
 
 impl Worker {
@@ -56,7 +58,8 @@ impl Worker {
         let rack = format!("{name}-r0");
         let nodes: Vec<FakeNode> =
             (0..hosts).map(|h| FakeNode::gpu_host(&format!("{name}-h{h}"), &[(RACK, rack.as_str())])).collect();
-        Nodes::start(kube.clone()).create(&kube, &nodes).await?;
+        let stand_in = Nodes::start(kube.clone());
+        stand_in.create(&kube, &nodes).await?;
         // A worker takes the manager's copies under whatever queue they name: no Queue objects,
         // undeclared queues unlimited (the manager holds the fleet's quota).
         let policy = suite.run_dir.join(format!("fleet-{name}-policy.yaml"));
@@ -64,10 +67,16 @@ impl Worker {
         let launch = Launch {
             name: format!("trainyard-fleet-{name}"),
             kubeconfig: plane.admin_kubeconfig.clone(),
-            args: vec![format!("--topology={topology}"), "--cycle=1".into(), format!("--policy={}", policy.display())],
+            args: vec![
+                format!("--topology={topology}"),
+                "--cycle=1".into(),
+                format!("--policy={}", policy.display()),
+                // The worker writes the devices the manager recorded to its pods' claims.
+                "--dra-commit=allocate".into(),
+            ],
         };
         let replica = Replica::start(&suite.binary, &launch, &plane.logs).await?;
-        Ok(Worker { name: name.to_string(), plane, kube, replica })
+        Ok(Worker { name: name.to_string(), plane, kube, replica, nodes: stand_in })
     }
 
     /// A kubeconfig of this worker with everything inline (as a Secret must hold it): the CA

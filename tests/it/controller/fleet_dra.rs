@@ -1,0 +1,198 @@
+//! The workers' DRA devices in the manager's picture, by value: each worker's ResourceSlices and
+//! ResourceClaims come through the fleet merge under fleet names, the manager's own classes and
+//! templates resolve the claims, and a claim gang goes to the worker whose devices are free,
+//! with a record whose pools name that worker (and go back to the worker's names in its copy).
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::runtime::watcher::Event;
+use trainyard::api::TrainJob;
+use trainyard::api::worker_cluster::FLEET_MANAGED_BY;
+use trainyard::controller::deciding::scheduling_loop::Decision;
+use trainyard::controller::fleet::copies::local_record;
+use trainyard::controller::fleet::merge::{FleetMerge, WorkerEvent};
+use trainyard::controller::watching::live::{Change, DraChange, Initial, Live};
+
+use super::cluster::{POLICY, T0, listed, pod, runtime_yaml, runtimes};
+use super::dra::{Dra, allocated_claim, claim_job, dra_nodes, gpus_of, listed_dra};
+use super::fleet_props::manager_settings;
+
+/// One worker as its API server lists it.
+struct Worker {
+    name: &'static str,
+    nodes: Vec<Node>,
+    pods: Vec<Pod>,
+    slices: Vec<ResourceSlice>,
+    claims: Vec<ResourceClaim>,
+}
+
+impl Worker {
+    /// A worker of DRA-only HGX H100 hosts named `hosts` (8 GPUs and 8 NICs each, as slices).
+    fn of(name: &'static str, hosts: &[&str]) -> Worker {
+        let dra = Dra::of(hosts);
+        Worker { name, nodes: dra_nodes(hosts), pods: Vec::new(), slices: dra.slices, claims: Vec::new() }
+    }
+
+    /// Its first lists, as its watches give them to the merge.
+    fn first_lists(&self) -> Vec<WorkerEvent> {
+        let mut events = Vec::new();
+        let node = |e| WorkerEvent::Node(Box::new(e));
+        events.push(node(Event::Init));
+        events.extend(self.nodes.iter().map(|n| node(Event::InitApply(n.clone()))));
+        events.push(node(Event::InitDone));
+        let pod = |e| WorkerEvent::Pod(Box::new(e));
+        events.push(pod(Event::Init));
+        events.extend(self.pods.iter().map(|p| pod(Event::InitApply(p.clone()))));
+        events.push(pod(Event::InitDone));
+        let slice = |e| WorkerEvent::Slice(Box::new(e));
+        events.push(slice(Event::Init));
+        events.extend(self.slices.iter().map(|s| slice(Event::InitApply(s.clone()))));
+        events.push(slice(Event::InitDone));
+        let claim = |e| WorkerEvent::Claim(Box::new(e));
+        events.push(claim(Event::Init));
+        events.extend(self.claims.iter().map(|c| claim(Event::InitApply(c.clone()))));
+        events.push(claim(Event::InitDone));
+        events
+    }
+}
+
+/// A manager whose DeviceClasses and templates are its own and whose nodes, pods, slices and
+/// claims are the workers'.
+fn start(workers: &[Worker], jobs: &[TrainJob]) -> (Live, FleetMerge) {
+    let (mut merge, first) = FleetMerge::new(workers.iter().map(|w| w.name.to_string()), true);
+    let mut initial = Initial::default();
+    initial.expect_dra = true;
+    for change in first {
+        initial.take(change);
+    }
+    let own = Dra::of(&[]);
+    let wrap = |c: DraChange| Change::Dra(Box::new(c));
+    for change in listed_dra(&own.classes, |e| wrap(DraChange::Class(e)))
+        .into_iter()
+        .chain(listed_dra(&own.templates, |e| wrap(DraChange::Template(e))))
+        .chain(listed(Change::Job, jobs))
+        .chain(listed(Change::Queue, &[]))
+        .chain(listed(Change::Topology, &[]))
+    {
+        initial.take(change);
+    }
+    initial.take(Change::Runtimes(runtimes(&[runtime_yaml("gpu", "")])));
+    for worker in workers {
+        assert!(!initial.complete(), "the first list waits for every worker's devices ({} not listed)", worker.name);
+        for event in worker.first_lists() {
+            for change in merge.apply(worker.name, event) {
+                initial.take(change);
+            }
+        }
+    }
+    assert!(initial.complete(), "waiting for {:?}", initial.waiting_for());
+    (Live::start(initial, manager_settings(POLICY), T0).expect("the engine builds").0, merge)
+}
+
+/// A claim gang of whole-node pods (8 GPUs and 8 NICs each) for the fleet.
+fn fleet_claim_job(name: &str, pods: u32) -> TrainJob {
+    let mut job = claim_job(name, pods, "node-8gpu-8nic", 0);
+    job.spec.0.managed_by = Some(FLEET_MANAGED_BY.into());
+    job
+}
+
+fn feed(live: &mut Live, merge: &mut FleetMerge, cluster: &str, event: WorkerEvent, now: u64) {
+    for change in merge.apply(cluster, event) {
+        live.apply(change, now);
+    }
+}
+
+fn decision(live: &Live, name: &str) -> Option<Decision> {
+    live.decision(&format!("team/{name}")).cloned()
+}
+
+#[test]
+fn a_claim_gang_goes_to_the_worker_whose_devices_are_free_with_pools_in_fleet_names() {
+    // Both workers name their hosts alike; one GPU of east's n0 is held by another workload.
+    let mut east = Worker::of("east", &["n0", "n1"]);
+    east.claims.push(allocated_claim("c1", "foreign-pod", "n0", &[3]));
+    let west = Worker::of("west", &["n0", "n1"]);
+    let (mut live, _) = start(&[east, west], &[fleet_claim_job("g1", 2)]);
+    live.cycle(T0);
+    let record = match decision(&live, "g1") {
+        Some(Decision::Admit(r)) => r,
+        other => panic!("g1 is not admitted: {other:?}"),
+    };
+    let mut hosts = record.slots();
+    hosts.sort();
+    assert_eq!(hosts, ["west/n0", "west/n1"], "east's n0 lacks a GPU for a whole-node claim");
+    for (slot, devices) in gpus_of(&record) {
+        let host = record.slots()[slot as usize];
+        assert_eq!(devices.len(), 8);
+        assert!(
+            devices.iter().all(|d| d.starts_with(&format!("{host}/gpu-"))),
+            "the pool is the worker's host: {devices:?}"
+        );
+    }
+    let in_use = live.scheduling_loop().engine().cluster().devices_in_use().unwrap().devices.clone();
+    assert!(
+        in_use.iter().any(|d| d.pool == "east/n0" && d.device == "gpu-3"),
+        "east's foreign claim holds: {in_use:?}"
+    );
+    // The copy's record names the worker's own pools.
+    let (cluster, local) = local_record(&record).expect("one worker");
+    assert_eq!(cluster, "west");
+    for (slot, devices) in gpus_of(&local) {
+        let host = local.slots()[slot as usize];
+        assert!(devices.iter().all(|d| d.starts_with(&format!("{host}/gpu-"))), "{devices:?}");
+        assert!(["n0", "n1"].contains(&host));
+    }
+}
+
+#[test]
+fn claims_of_a_workers_gang_pods_are_the_engines_own_and_other_claims_follow_the_merge() {
+    // A copy's pod on west holds GPU 0 of west's n0 through its claim: the engine accounts for the
+    // gang itself, so the claim is not counted again (pod and owner uids are qualified alike).
+    let mut west = Worker::of("west", &["n0"]);
+    west.pods.push(pod("p1", "n0", 0, Some("g0")));
+    west.claims.push(allocated_claim("c1", "p1", "n0", &[0]));
+    let east = Worker::of("east", &["n0"]);
+    let (mut live, mut merge) = start(&[east, west], &[]);
+    live.cycle(T0);
+    let held = |l: &Live| l.scheduling_loop().engine().cluster().devices_in_use().unwrap().devices.clone();
+    assert!(held(&live).is_empty(), "{:?}", held(&live));
+    // Another workload's claim on east holds its device, under east's pool name.
+    let claim = allocated_claim("c2", "x", "n0", &[5]);
+    feed(&mut live, &mut merge, "east", WorkerEvent::Claim(Box::new(Event::Apply(claim.clone()))), T0 + 1);
+    live.sync_devices(T0 + 1);
+    let in_use = held(&live);
+    assert_eq!(in_use.len(), 1);
+    assert!(in_use.iter().any(|d| d.pool == "east/n0" && d.device == "gpu-5"), "{in_use:?}");
+    // Its deletion on east frees it.
+    feed(&mut live, &mut merge, "east", WorkerEvent::Claim(Box::new(Event::Delete(claim))), T0 + 2);
+    live.sync_devices(T0 + 2);
+    assert!(held(&live).is_empty());
+}
+
+#[test]
+fn a_worker_that_leaves_takes_its_devices_and_a_claim_gang_waits_for_the_others() {
+    // West's only host has a GPU held; east has room until it leaves the fleet.
+    let east = Worker::of("east", &["n0"]);
+    let mut west = Worker::of("west", &["n0"]);
+    west.claims.push(allocated_claim("c1", "foreign-pod", "n0", &[0]));
+    let (mut live, mut merge) = start(&[east, west], &[]);
+    live.cycle(T0);
+    feed(&mut live, &mut merge, "east", WorkerEvent::Gone, T0 + 1);
+    live.apply(Change::Job(Box::new(Event::Apply(fleet_claim_job("g1", 1)))), T0 + 1);
+    live.cycle(T0 + 1);
+    assert!(
+        !matches!(decision(&live, "g1"), Some(Decision::Admit(_))),
+        "east is gone and west's host lacks a GPU: {:?}",
+        decision(&live, "g1")
+    );
+    // West's relist no longer shows the claim: the device is free and the gang goes there.
+    let relist = [Event::Init, Event::InitDone].map(|e| WorkerEvent::Claim(Box::new(e)));
+    for event in relist {
+        feed(&mut live, &mut merge, "west", event, T0 + 2);
+    }
+    live.cycle(T0 + 2);
+    match decision(&live, "g1") {
+        Some(Decision::Admit(r)) => assert_eq!(r.slots(), ["west/n0"]),
+        other => panic!("g1 is not admitted on west: {other:?}"),
+    }
+}
