@@ -41,6 +41,8 @@ const PROBE_EVERY: Duration = Duration::from_millis(500);
 const LOST_AFTER_FAILURES: u32 = 3;
 /// Probes between two looks at a worker's counts for its status.
 const COUNTS_EVERY_PROBES: u64 = 6;
+/// Longest a sweep may take before it counts as failed (and is tried again).
+const SWEEP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often WorkerClusters whose credentials failed are tried again.
 const RETRY_REFUSED: Duration = Duration::from_secs(10);
 
@@ -497,6 +499,7 @@ async fn probe(fleet: Arc<Fleet>, cluster: String, client: Client, usable: Arc<A
     let mut reached: Option<bool> = None;
     let mut counts = None;
     let mut probes = 0u64;
+    let (mut sweep_failing, mut sweep_said) = (None, false);
     loop {
         probes += 1;
         // Counts every few seconds: they are for people, not for decisions.
@@ -508,15 +511,25 @@ async fn probe(fleet: Arc<Fleet>, cluster: String, client: Client, usable: Arc<A
         if ok {
             failures = 0;
             if reached != Some(true) {
-                match fleet.sweep(&cluster, &client).await {
+                let swept = tokio::time::timeout(SWEEP_TIMEOUT, fleet.sweep(&cluster, &client)).await;
+                match swept.unwrap_or_else(|_| Err(format!("no answer within {} s", SWEEP_TIMEOUT.as_secs()))) {
                     Ok(()) => {
+                        (sweep_failing, sweep_said) = (None, false);
                         reached = Some(true);
                         usable.store(true, Ordering::Relaxed);
                         let _ = fleet.merge.send((cluster.clone(), WorkerEvent::Reachable(true)));
                         fleet.write_status(&cluster, true, "Connected", "the manager places gangs here").await;
                         retrigger(&fleet, &cluster);
                     }
-                    Err(e) => tracing::debug!(%cluster, error = %e, "sweeping the worker's copies; trying again"),
+                    Err(e) => {
+                        // Said once it has lasted: the worker is reached but not used until then.
+                        let since = *sweep_failing.get_or_insert_with(std::time::Instant::now);
+                        if since.elapsed() >= SWEEP_TIMEOUT && !std::mem::replace(&mut sweep_said, true) {
+                            tracing::warn!(%cluster, error = %e, "the worker's copies cannot be swept; it is not used until they are");
+                        } else {
+                            tracing::debug!(%cluster, error = %e, "sweeping the worker's copies; trying again");
+                        }
+                    }
                 }
             }
         } else {
