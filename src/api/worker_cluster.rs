@@ -79,3 +79,5 @@ pub const CLUSTER_ANNOTATION: &str = "trainyard.io/fleet-cluster";
 pub const ADMITTED_AT_ANNOTATION: &str = "trainyard.io/fleet-admitted-at";
 /// The node label key of the fleet's top level: the worker cluster a node belongs to.
 pub const CLUSTER_LEVEL_LABEL: &str = "trainyard.io/cluster";
+/// On a manager's TrainJob: the worker cluster it must run in (a WorkerCluster's name).
+pub const WORKER_CLUSTER_ANNOTATION: &str = "trainyard.io/worker-cluster";

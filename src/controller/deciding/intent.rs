@@ -9,6 +9,7 @@ use trainyard_topology::{GangShape, TopologyRequest};
 
 use std::collections::BTreeMap;
 
+use crate::api::worker_cluster::{CLUSTER_LEVEL_LABEL, WORKER_CLUSTER_ANNOTATION};
 use crate::api::{PRIORITY_CLASS_LABEL, QUEUE_LABEL, REQUIRED_TOPOLOGY, RUNTIME_ESTIMATE_ANNOTATION, SlurmTarget};
 use crate::controller::acting::binders::BinderSupport;
 
@@ -82,6 +83,8 @@ pub struct IntentContext<'a> {
     pub slurm_configured: bool,
     /// The binders the API server serves, and the cluster's default.
     pub binders: BinderSupport,
+    /// A fleet's manager: a TrainJob may name the worker cluster it runs in.
+    pub fleet: bool,
 }
 
 /// No Slurm queues.
@@ -96,6 +99,7 @@ impl<'a> IntentContext<'a> {
             slurm_queues: &NO_SLURM_QUEUES,
             slurm_configured: false,
             binders: BinderSupport::ANY,
+            fleet: false,
         }
     }
 }
@@ -134,8 +138,11 @@ pub fn gang_intent(
     }
     let jobset = render::render_jobset(job, &runtime.spec, &RenderOptions::default())
         .map_err(|e| Problem::new("InvalidSpec", render_error_field(&e), e.to_string(), true))?;
-    let (shape, hosts) =
+    let (shape, mut hosts) =
         crate::controller::deciding::pod_sets::gang_shape(&job.metadata.annotations, &jobset, kind, ctx.gpu_resource)?;
+    if ctx.fleet {
+        pin_to_worker(&job.metadata.annotations, &mut hosts)?;
+    }
     let topology = shape.topology.clone();
     let domain_mode = match job.metadata.annotations.get(PLACEMENT_MODE_ANNOTATION).map(String::as_str) {
         None | Some("pods") => false,
@@ -183,6 +190,30 @@ pub fn gang_intent(
     // A Slurm gang always gets its hosts as a node list.
     let domain_mode = domain_mode && slurm.is_none();
     Ok(GangIntent { queue, priority, shape, kind, domain_mode, slurm, hosts, runtime_estimate })
+}
+
+/// A fleet's manager: the worker cluster a TrainJob names (`trainyard.io/worker-cluster`) is a
+/// node selector on the fleet's cluster level, so the gang goes to that worker or waits for it
+/// (a worker the fleet lacks is named in the wait: no host passes that selector). Elsewhere the
+/// annotation means nothing: a worker's trainyard reads it on the copy and ignores it.
+fn pin_to_worker(annotations: &BTreeMap<String, String>, hosts: &mut HostFilter) -> Result<(), Problem> {
+    let Some(name) = annotations.get(WORKER_CLUSTER_ANNOTATION) else { return Ok(()) };
+    let part = |p: &str| {
+        !p.is_empty()
+            && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !p.starts_with('-')
+            && !p.ends_with('-')
+    };
+    if name.len() > 253 || !name.split('.').all(part) {
+        return Err(Problem::new(
+            "InvalidSpec",
+            format!("metadata.annotations[\"{WORKER_CLUSTER_ANNOTATION}\"]"),
+            format!("{name:?} is not a WorkerCluster name (a DNS subdomain)"),
+            false,
+        ));
+    }
+    hosts.node_selector.insert(CLUSTER_LEVEL_LABEL.to_string(), name.clone());
+    Ok(())
 }
 
 /// The field a render error names, for the condition.

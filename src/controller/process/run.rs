@@ -283,11 +283,10 @@ pub async fn run(client: Client, settings: Settings, metrics: Arc<Metrics>) -> a
     if dra {
         crate::controller::watching::watches::spawn_devices(&client, &tx, !manager);
     }
-    let fleet = if manager {
-        let (ns, identity) = (settings.namespace.clone(), settings.identity.clone());
-        Some(Fleet::start(client.clone(), ns, tx.clone(), trigger_tx.clone(), dra, identity).await?)
-    } else {
-        None
+    let (ns, identity) = (settings.namespace.clone(), settings.identity.clone());
+    let fleet = match manager {
+        true => Some(Fleet::start(client.clone(), ns, tx.clone(), trigger_tx.clone(), dra, identity).await?),
+        false => None,
     };
     tracing::info!(served = dra, "resource.k8s.io/v1 (DRA)");
 
@@ -499,6 +498,7 @@ async fn reconcile(job: Arc<TrainJob>, ctx: Arc<Ctx>) -> Result<Requeue, Reconci
         slurm_queues: &slurm_queues,
         slurm_configured: ctx.settings.slurm.is_some() && ctx.settings.mode == Mode::Standalone,
         binders: ctx.binders(),
+        fleet: ctx.settings.mode == Mode::Manager,
     };
     let (intent, runtime) = intent_of(&job, &runtimes, &intent_ctx);
     let ns = job.metadata.namespace.clone().unwrap_or_default();

@@ -8,7 +8,7 @@ mod cluster;
 mod common;
 mod dra;
 mod dra_commit;
-mod fleet_dra;
+mod fleet_live;
 mod fleet_props;
 mod live;
 mod live_props;

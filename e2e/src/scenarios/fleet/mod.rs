@@ -199,6 +199,17 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
     )?;
     check_invariants(&w, workers, &[]).await?;
 
+    // A TrainJob naming a worker the fleet lacks waits, naming it.
+    let mut pinned = fleet_job(&w, "pinned", &queue, 1);
+    pinned["metadata"]["annotations"] = json!({"trainyard.io/worker-cluster": "north"});
+    w.submit(&[pinned]).await?;
+    let tj = w.wait_reason("pinned", "Queued", "WorkerClusterNotFound", Duration::from_secs(30)).await?;
+    let (_, _, message) = condition(&tj, "Queued").unwrap_or_default();
+    c.that(
+        message.contains("\"north\""),
+        format!("a TrainJob naming no worker of the fleet waits naming it: {message}"),
+    )?;
+
     devices::run(&w, workers, &queue, c).await?;
     check_invariants(&w, workers, &[]).await?;
     helm.uninstall(RELEASE, NS).await?;

@@ -1,11 +1,13 @@
 //! Condition reasons for the engine's outcomes, and the admission record of a placement.
 
 use trainyard_policies::{Engine, GangId, PendingReason, Unschedulable};
-use trainyard_topology::Placement;
+use trainyard_topology::{DomainId, Placement, Topology};
 
 use super::Decision;
 use crate::api::QUEUE_LABEL;
+use crate::api::worker_cluster::{CLUSTER_LEVEL_LABEL, WORKER_CLUSTER_ANNOTATION};
 use crate::controller::acting::admission_record::{AdmissionRecord, SlotDevices};
+use crate::controller::deciding::intent::GangIntent;
 
 /// A CamelCase condition reason for a pending reason.
 pub(super) fn reason_code(reason: &PendingReason) -> String {
@@ -74,6 +76,35 @@ pub(super) fn unknown_queue(queue: &str) -> Decision {
             "no Queue named {queue:?} (label {QUEUE_LABEL}); the TrainJob waits until one exists or the label names another"
         ),
     }
+}
+
+/// A gang the engine refuses, as its decision: a queue, or in a fleet a worker cluster, that does
+/// not exist is waited for, naming it; anything else can never run as asked.
+pub(super) fn refusal_decision(why: &Unschedulable, intent: &GangIntent, topo: &Topology) -> Decision {
+    if let Unschedulable::UnknownQueue { queue } = why {
+        return unknown_queue(queue);
+    }
+    if let Some(worker) = intent.hosts.node_selector.get(CLUSTER_LEVEL_LABEL)
+        && let Some(workers) = fleet_workers(topo)
+        && !workers.contains(worker)
+    {
+        return Decision::Pending {
+            reason: "WorkerClusterNotFound".into(),
+            message: format!(
+                "no worker cluster named {worker:?} has nodes in the fleet (annotation {WORKER_CLUSTER_ANNOTATION}; the fleet has {}); the TrainJob waits until it does or the annotation names another",
+                if workers.is_empty() { "none".to_string() } else { workers.join(", ") }
+            ),
+        };
+    }
+    Decision::Unschedulable { reason: unschedulable_code(why), message: why.to_string() }
+}
+
+/// The worker clusters with nodes, when the tree is a fleet's (its top level the cluster label).
+fn fleet_workers(topo: &Topology) -> Option<Vec<String>> {
+    (topo.levels().first().map(String::as_str) == Some(CLUSTER_LEVEL_LABEL)).then(|| {
+        let members = topo.children(DomainId::ROOT).iter().map(|&c| DomainId(c));
+        members.filter(|&d| !topo.capacity(d).is_zero()).map(|d| topo.domain(d).name.clone()).collect()
+    })
 }
 
 /// The admission record of a placement at `now`; `domain_level` set for a gang whose pods get the

@@ -272,10 +272,7 @@ impl SchedulingLoop {
         for (id, why) in dropped {
             let Some(uid) = self.by_id.remove(&id) else { continue };
             let Some(JobState::Waiting(intent)) = self.table.get(&uid).map(|t| t.state.clone()) else { continue };
-            let decision = match &why {
-                trainyard_policies::Unschedulable::UnknownQueue { queue } => codes::unknown_queue(queue),
-                _ => Decision::Unschedulable { reason: codes::unschedulable_code(&why), message: why.to_string() },
-            };
+            let decision = codes::refusal_decision(&why, &intent, self.engine.cluster().topology());
             if let Some(row) = self.table.get_mut(&uid) {
                 row.gang = table::Gang::Rejected { intent, decision };
             }

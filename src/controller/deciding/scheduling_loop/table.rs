@@ -4,7 +4,7 @@
 use trainyard_policies::{Cycle, GangId, GangRequest, Submitted};
 use trainyard_topology::{GangShape, HostId, TopologyRequest};
 
-use super::codes::{moved_record, pending_message, reason_code, record_of, unknown_queue, unschedulable_code};
+use super::codes::{moved_record, pending_message, reason_code, record_of, refusal_decision};
 use super::{CycleStats, Decision, JobEntry, JobState, SchedulingLoop};
 use crate::controller::acting::admission_record::AdmissionRecord;
 use crate::controller::deciding::intent::GangIntent;
@@ -213,10 +213,7 @@ impl SchedulingLoop {
                 self.set_gang(uid, Gang::Pending { id, intent });
             }
             Ok(Submitted::Unschedulable(why)) => {
-                let decision = match &why {
-                    trainyard_policies::Unschedulable::UnknownQueue { queue } => unknown_queue(queue),
-                    _ => Decision::Unschedulable { reason: unschedulable_code(&why), message: why.to_string() },
-                };
+                let decision = refusal_decision(&why, &intent, self.engine.cluster().topology());
                 self.set_gang(uid, Gang::Rejected { intent, decision });
             }
             Err(e) => {
@@ -295,7 +292,7 @@ impl SchedulingLoop {
         for (id, why) in &cycle.rejected {
             let Some(uid) = self.by_id.remove(id) else { continue };
             let Some(JobState::Waiting(intent)) = self.table.get(&uid).map(|t| t.state.clone()) else { continue };
-            let decision = Decision::Unschedulable { reason: unschedulable_code(why), message: why.to_string() };
+            let decision = refusal_decision(why, &intent, self.engine.cluster().topology());
             self.set_gang(&uid, Gang::Rejected { intent, decision });
         }
         for a in &cycle.admitted {

@@ -186,6 +186,7 @@ impl Live {
             slurm_queues: &slurm_queues,
             slurm_configured: self.settings.slurm_configured,
             binders: self.settings.binders,
+            fleet: self.settings.mode == crate::controller::deciding::plan::Mode::Manager,
         };
         let inputs = self.intent_inputs();
         let intent = self.jobs.intents.intent(&job, &self.runtimes, &ctx, inputs);

@@ -1,19 +1,23 @@
-//! The workers' DRA devices in the manager's picture, by value: each worker's ResourceSlices and
-//! ResourceClaims come through the fleet merge under fleet names, the manager's own classes and
-//! templates resolve the claims, and a claim gang goes to the worker whose devices are free,
+//! The manager's live picture by value. The workers' DRA devices: each worker's ResourceSlices
+//! and ResourceClaims come through the fleet merge under fleet names, the manager's own classes
+//! and templates resolve the claims, and a claim gang goes to the worker whose devices are free,
 //! with a record whose pools name that worker (and go back to the worker's names in its copy).
+//! A TrainJob that names its worker cluster goes there, or waits naming it.
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::runtime::watcher::Event;
 use trainyard::api::TrainJob;
-use trainyard::api::worker_cluster::FLEET_MANAGED_BY;
+use trainyard::api::worker_cluster::{CLUSTER_LEVEL_LABEL, FLEET_MANAGED_BY, WORKER_CLUSTER_ANNOTATION};
+use trainyard::controller::deciding::intent::IntentContext;
 use trainyard::controller::deciding::scheduling_loop::Decision;
 use trainyard::controller::fleet::copies::local_record;
 use trainyard::controller::fleet::merge::{FleetMerge, WorkerEvent};
 use trainyard::controller::watching::live::{Change, DraChange, Initial, Live};
+use trainyard::controller::watching::scheduler_inputs::intent_of;
+use trainyard_policies::PolicyConfig;
 
-use super::cluster::{POLICY, T0, listed, pod, runtime_yaml, runtimes};
+use super::cluster::{POLICY, T0, listed, node, pod, runtime_yaml, runtimes, trainjob};
 use super::dra::{Dra, allocated_claim, claim_job, dra_nodes, gpus_of, listed_dra};
 use super::fleet_props::manager_settings;
 
@@ -195,4 +199,73 @@ fn a_worker_that_leaves_takes_its_devices_and_a_claim_gang_waits_for_the_others(
         Some(Decision::Admit(r)) => assert_eq!(r.slots(), ["west/n0"]),
         other => panic!("g1 is not admitted on west: {other:?}"),
     }
+}
+
+/// A TrainJob of one 8-GPU pod for the fleet, naming its worker cluster when `pin` is given.
+fn pinned_job(name: &str, pin: Option<&str>) -> TrainJob {
+    let mut job = trainjob(name, "gpu", "team", 1, 8, 0);
+    job.spec.0.managed_by = Some(FLEET_MANAGED_BY.into());
+    if let Some(cluster) = pin {
+        job.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(WORKER_CLUSTER_ANNOTATION.into(), cluster.into());
+    }
+    job
+}
+
+#[test]
+fn a_gang_naming_its_worker_goes_there_and_one_naming_no_worker_waits_naming_it() {
+    let gpu_worker = |name: &'static str| Worker {
+        name,
+        nodes: vec![node("n0", 8), node("n1", 8)],
+        pods: Vec::new(),
+        slices: Vec::new(),
+        claims: Vec::new(),
+    };
+    let jobs = [pinned_job("free", None), pinned_job("west", Some("west")), pinned_job("lost", Some("north"))];
+    let (mut live, merge) = start(&[gpu_worker("east"), gpu_worker("west")], &jobs);
+    live.cycle(T0);
+    let slots = |live: &Live, name: &str| match decision(live, name) {
+        Some(Decision::Admit(r)) => r.slots().iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        other => panic!("{name} is not admitted: {other:?}"),
+    };
+    assert!(slots(&live, "free")[0].starts_with("east/"), "an unpinned gang takes the first worker with room");
+    assert!(slots(&live, "west")[0].starts_with("west/"), "a pinned one its own");
+    match decision(&live, "lost") {
+        Some(Decision::Pending { reason, message }) => {
+            assert_eq!(reason, "WorkerClusterNotFound");
+            assert!(
+                message.contains("\"north\"") && message.contains("east, west"),
+                "names it and the fleet: {message}"
+            );
+            assert!(message.contains(WORKER_CLUSTER_ANNOTATION), "and the annotation: {message}");
+        }
+        other => panic!("a gang naming no worker of the fleet must wait: {other:?}"),
+    }
+    // The worker joins the fleet: the gang goes there.
+    let north = gpu_worker("north");
+    let mut merge = merge;
+    for event in north.first_lists() {
+        feed(&mut live, &mut merge, "north", event, T0 + 1);
+    }
+    live.cycle(T0 + 1);
+    assert!(slots(&live, "lost")[0].starts_with("north/"), "{:?}", decision(&live, "lost"));
+}
+
+#[test]
+fn a_worker_name_that_cannot_be_one_is_refused_by_field_and_only_a_manager_reads_it() {
+    let policy = PolicyConfig::from_yaml(POLICY, "policy.yaml").expect("policy");
+    let rts = runtimes(&[runtime_yaml("gpu", "")]);
+    let manager = IntentContext { fleet: true, ..IntentContext::new(&policy, "nvidia.com/gpu") };
+    let (intent, _) = intent_of(&pinned_job("bad", Some("East_1")), &rts, &manager);
+    let problem = intent.expect_err("not a DNS subdomain");
+    assert_eq!(problem.reason, "InvalidSpec");
+    assert_eq!(problem.field, format!("metadata.annotations[\"{WORKER_CLUSTER_ANNOTATION}\"]"));
+    let (intent, _) = intent_of(&pinned_job("ok", Some("west")), &rts, &manager);
+    assert_eq!(intent.unwrap().hosts.node_selector.get(CLUSTER_LEVEL_LABEL).map(String::as_str), Some("west"));
+    // A worker's trainyard reads the annotation on the copy and leaves it be.
+    let worker = IntentContext::new(&policy, "nvidia.com/gpu");
+    let (intent, _) = intent_of(&pinned_job("bad", Some("East_1")), &rts, &worker);
+    assert!(intent.unwrap().hosts.node_selector.is_empty());
 }
