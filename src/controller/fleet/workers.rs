@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, Preconditions};
@@ -242,12 +242,23 @@ impl Fleet {
             reason: "InvalidKubeconfig",
             message: format!("worker cluster {cluster}: spec.kubeconfigSecret: no client can be made from it: {e}"),
         })?;
-        // Refused credentials leave the worker out; an unreachable server is linked and probed.
-        let (api, one) = (Api::<TrainJob>::all(client.clone()), ListParams::default().limit(1));
-        if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), api.list_metadata(&one)).await
-            && let Some(refusal) = refused(cluster, &e)
-        {
-            return Err(refusal);
+        // Refused credentials, or ones that may not list what the manager follows there (its
+        // first list would wait for them), leave the worker out; an unreachable server is linked
+        // and probed.
+        let one = ListParams::default().limit(1);
+        let (jobs, nodes, pods) =
+            (Api::<TrainJob>::all(client.clone()), Api::<Node>::all(client.clone()), Api::<Pod>::all(client.clone()));
+        let asks = [
+            jobs.list_metadata(&one).map(|r| r.map(drop)).boxed(),
+            nodes.list_metadata(&one).map(|r| r.map(drop)).boxed(),
+            pods.list_metadata(&one).map(|r| r.map(drop)).boxed(),
+        ];
+        for ask in asks {
+            if let Ok(Err(e)) = tokio::time::timeout(Duration::from_secs(5), ask).await
+                && let Some(refusal) = refused(cluster, &e)
+            {
+                return Err(refusal);
+            }
         }
         Ok(client)
     }

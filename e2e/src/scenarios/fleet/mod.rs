@@ -62,6 +62,8 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
     secret(&w, "broken-kubeconfig", "{not: a kubeconfig").await?;
     worker_cluster(&mut w, "broken", "broken-kubeconfig").await?;
     worker_cluster(&mut w, "ghost", "ghost-kubeconfig").await?;
+    secret(&w, "limited-kubeconfig", &limited_kubeconfig(&workers["east"]).await?).await?;
+    worker_cluster(&mut w, "limited", "limited-kubeconfig").await?;
     let policy = w.policy("undeclared_queues: reject\nnode_loss: {action: requeue, grace: 5s}\n")?;
     // The manager runs with the chart's manager-mode RBAC, not as the suite's admin.
     let (helm, kubeconfig) = chart_rbac(&w).await?;
@@ -93,6 +95,12 @@ async fn scenario(suite: &mut Suite, workers: &mut BTreeMap<String, Worker>, c: 
     c.that(
         reason == "InvalidKubeconfig" && message.contains("worker cluster broken: spec.kubeconfigSecret"),
         format!("a malformed kubeconfig is named on its WorkerCluster: {reason}: {message}"),
+    )?;
+
+    let (reason, message) = connected(w.kube(), "limited", "False").await?;
+    c.that(
+        reason == "CredentialsRefused" && message.contains("worker cluster limited") && message.contains("nodes"),
+        format!("credentials that may not list the worker's nodes are named and left out: {reason}: {message}"),
     )?;
 
     // Placement: the whole of one worker, then a gang that fits only in the other.
@@ -259,6 +267,25 @@ async fn worker_cluster(w: &mut World<'_>, name: &str, secret: &str) -> Result<(
         "spec": {"kubeconfigSecret": {"name": secret}},
     }))
     .await
+}
+
+/// A kubeconfig of `worker` whose ServiceAccount may list TrainJobs there but not nodes.
+async fn limited_kubeconfig(worker: &Worker) -> Result<String> {
+    let kube = &worker.kube;
+    kube.apply(
+        &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "fleet-limited", "namespace": NS}}),
+    )
+    .await?;
+    kube.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "fleet-limited"},
+        "rules": [{"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": ["get", "list", "watch"]}]}))
+    .await?;
+    kube.apply(&json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "fleet-limited"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "fleet-limited"},
+        "subjects": [{"kind": "ServiceAccount", "name": "fleet-limited", "namespace": NS}]}))
+        .await?;
+    worker.kubeconfig_with(&token_for(kube, NS, "fleet-limited").await?)
 }
 
 /// Waits until a WorkerCluster's `Connected` has `status`; its reason and message.

@@ -82,6 +82,11 @@ impl Worker {
     /// A kubeconfig of this worker with everything inline (as a Secret must hold it): the CA
     /// certificate and the harness's token.
     pub fn kubeconfig_text(&self) -> Result<String> {
+        self.kubeconfig_with(&self.plane.pki.admin_token)
+    }
+
+    /// The same kubeconfig with another bearer token.
+    pub fn kubeconfig_with(&self, token: &str) -> Result<String> {
         let ca = std::fs::read(&self.plane.pki.ca_cert)?;
         let ca = serde_json::to_value(ByteString(ca))?;
         let ca = ca.as_str().ok_or_else(|| anyhow!("the CA did not encode"))?;
@@ -91,7 +96,6 @@ impl Worker {
              current-context: {name}\n",
             name = self.name,
             server = self.plane.server,
-            token = self.plane.pki.admin_token,
         ))
     }
 
