@@ -39,25 +39,20 @@ impl Worker {
 
     /// Its first lists, as its watches give them to the merge.
     fn first_lists(&self) -> Vec<WorkerEvent> {
-        let mut events = Vec::new();
-        let node = |e| WorkerEvent::Node(Box::new(e));
-        events.push(node(Event::Init));
-        events.extend(self.nodes.iter().map(|n| node(Event::InitApply(n.clone()))));
-        events.push(node(Event::InitDone));
-        let pod = |e| WorkerEvent::Pod(Box::new(e));
-        events.push(pod(Event::Init));
-        events.extend(self.pods.iter().map(|p| pod(Event::InitApply(p.clone()))));
-        events.push(pod(Event::InitDone));
-        let slice = |e| WorkerEvent::Slice(Box::new(e));
-        events.push(slice(Event::Init));
-        events.extend(self.slices.iter().map(|s| slice(Event::InitApply(s.clone()))));
-        events.push(slice(Event::InitDone));
-        let claim = |e| WorkerEvent::Claim(Box::new(e));
-        events.push(claim(Event::Init));
-        events.extend(self.claims.iter().map(|c| claim(Event::InitApply(c.clone()))));
-        events.push(claim(Event::InitDone));
+        let mut events = first_list(WorkerEvent::Node, &self.nodes);
+        events.extend(first_list(WorkerEvent::Pod, &self.pods));
+        events.extend(first_list(WorkerEvent::Slice, &self.slices));
+        events.extend(first_list(WorkerEvent::Claim, &self.claims));
         events
     }
+}
+
+/// One kind's first list as a worker's watch gives it: `Init`, each object, `InitDone`.
+fn first_list<K: Clone>(wrap: fn(Box<Event<K>>) -> WorkerEvent, items: &[K]) -> Vec<WorkerEvent> {
+    let mut events = vec![wrap(Box::new(Event::Init))];
+    events.extend(items.iter().map(|i| wrap(Box::new(Event::InitApply(i.clone())))));
+    events.push(wrap(Box::new(Event::InitDone)));
+    events
 }
 
 /// A manager whose DeviceClasses and templates are its own and whose nodes, pods, slices and
